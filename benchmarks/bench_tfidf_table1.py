@@ -1,0 +1,44 @@
+"""Benchmark (not a test): GenSynth Tab. 1, TF-IDF gender-agnostic row on COCO val 2017, unbalanced.
+
+From the 25,014 real captions and their images' gender labels to Bias@5, Bias@10, MaxSkew@25, MaxSkew@100: remove
+gendered words, fit TF-IDF, caption-to-caption retrieval over all 25,014 queries (own image excluded), blockwise.
+(The authors' reference script, oxai/debias-gensynth measure_bias.py, takes about 180 s.) Target: <= 6 s wall on
+2 cores, peak memory <= 3 GB. Reports the median of the repeats (wall and process CPU time) and the process's peak
+resident memory. Needs the shared captions (VLBIAS_DATA). The last printed line is the figure:
+`tfidf table1: X.X s wall (peak Y.Y GB)`.
+
+    python benchmarks/bench_tfidf_table1.py [--repeats 3] [--n-jobs 2] [--block-size 2048]
+"""
+import argparse, os, platform, resource, statistics, sys, time
+import numpy as np
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--n-jobs", type=int, default=2, help="threads over query blocks (the target machine has 2 cores)")
+    ap.add_argument("--block-size", type=int, default=2048)
+    ap.add_argument("--captions", default="shared:coco/annotations/captions_val2017.json")
+    args = ap.parse_args()
+    from vlbias_nb.data import load_coco_captions, coco_annotation_file, coco_source_available
+    from vlbias_nb.text import gender_labels
+    from vlbias_nb.retrieval_baselines import tfidf_table1_metrics
+    if not coco_source_available(args.captions):
+        sys.exit(f"{args.captions} is not available: set VLBIAS_DATA to the shared data folder")
+    coco = load_coco_captions(coco_annotation_file(args.captions))
+    labels = gender_labels(coco.captions_by_image())
+    caps = coco.captions
+    walls, cpus = [], []
+    for _ in range(args.repeats):
+        t0, c0 = time.perf_counter(), time.process_time()
+        row = tfidf_table1_metrics(caps, labels, n_jobs=args.n_jobs, block_size=args.block_size, progress=False).mean()
+        walls.append(time.perf_counter() - t0); cpus.append(time.process_time() - c0)
+    peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9      # ru_maxrss is in KiB on Linux
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"numpy {np.__version__}, {platform.processor() or platform.machine()}, {os.cpu_count()} cpus, "
+          f"load average {load:.1f}, n_jobs={args.n_jobs}, block_size={args.block_size}")
+    print(f"{len(caps)} queries x {len(caps)} captions; " + ", ".join(f"{k} = {v:.4f}" for k, v in row.items() if "share" not in k))
+    print(f"wall per repeat: {', '.join(f'{w:.2f}' for w in walls)} s; process CPU: {', '.join(f'{c:.2f}' for c in cpus)} s")
+    print(f"tfidf table1: {statistics.median(walls):.1f} s wall (peak {peak_gb:.1f} GB)")
+
+if __name__ == "__main__":
+    main()
