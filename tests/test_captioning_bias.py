@@ -1,0 +1,215 @@
+"LIC pipeline (vlbias_nb.captioning_bias): known answers of the synthetic captioners, inputs, alignment, classifiers, BA/DBA."
+import json
+import numpy as np
+import pytest
+import torch
+from conftest import requires_shared
+from vlbias_nb.captioning_bias import (
+    ClassifierConfig, CaptionAttributeClassifier, ImageIdMismatchError, OOV_TOKEN, paper_classifier, lic_over_runs,
+    faithful_captioner, amplifying_captioner, attribute_context_words, caption_gender_labels, caption_gender,
+    load_generated_captions, load_attribute_annotations, match_inputs, prepare_caption, balanced_split, gender_ratio,
+    gender_error, ba_vocabulary, caption_ba, caption_dba_g, caption_dba_o, word_contributions, lic_chance_tolerance)
+from vlbias_nb.metrics import lic_score
+from vlbias_nb.synthetic import make_planted_coco
+
+# Small, fast classifier for tests: the paper's LSTM shape, fewer units/epochs and a larger learning rate.
+FAST = ClassifierConfig(kind="lstm", epochs=6, lr=3e-3, embedding_dim=32, hidden_dim=16, batch_size=32)
+
+
+@pytest.fixture(scope="module")
+def planted():
+    "Planted COCO-format captions: every image gendered, gender named in 1..5 of its 5 captions."
+    p = make_planted_coco(n_images=800, undefined_share=0.0, seed=3)
+    human = p.captions.captions_by_image()
+    return human, caption_gender_labels(human), p
+
+
+@pytest.fixture(scope="module")
+def planted_lic(planted):
+    human, labels, _ = planted
+    fa = faithful_captioner(human, seed=1)
+    am = amplifying_captioner(human, labels, strength=1.0, n_insert=2, min_count=20, seed=1)
+    kw = dict(config=FAST, n_runs=3, seed=0, human_captions_per_image=1, progress=False, keep_classifiers=True)
+    return {"faithful": lic_over_runs(human, fa, labels, name="faithful", **kw),
+            "amplifier": lic_over_runs(human, am, labels, name="amplifier", **kw), "captions": (fa, am)}
+
+
+def _t_tolerance(res, floor):
+    "t_{0.975, N-1} x standard error of the mean of the paired per-run LIC, at least `floor` (points x100)."
+    return lic_chance_tolerance(res, floor)
+
+
+def test_planted_labels_are_the_truth(planted):
+    human, labels, p = planted
+    truth = dict(zip(p.truth.image_id, p.truth.gender))
+    assert labels == truth                                     # caption-derived gender recovers the planted gender
+
+
+def test_known_answers_on_planted_captions(planted_lic):
+    """Faithful captioner: LIC within chance of 0; amplifier: clearly positive.
+
+    Tolerance: the faithful mean LIC must lie within t_{0.975,N-1} standard errors of 0 (what chance alone produces
+    95 % of the time, SE from the run-to-run sd of the paired LIC), and within 2 points (the paper's own run-to-run sd
+    of LIC_M is 0.7-1.5); the amplifier's interval LIC - max(t*SE, 5) must lie above 0 and above the
+    faithful captioner's mean LIC."""
+    f, a = planted_lic["faithful"], planted_lic["amplifier"]
+    tol_f, tol_a = _t_tolerance(f, 2.0), _t_tolerance(a, 5.0)
+    assert abs(f.summary["LIC"]) <= tol_f, (f.summary, tol_f)
+    assert a.summary["LIC"] - tol_a > max(0.0, f.summary["LIC"]), (a.summary, tol_a)
+    assert f.summary["LIC_D"] > 30                              # planted contexts are gender-skewed: human captions leak
+    assert len(a.runs) == 3 and {"LIC_M_std", "LIC_D_std", "LIC_std"} <= set(a.summary)
+
+
+def test_lic_summary_is_metrics_lic_of_the_stored_posteriors(planted_lic):
+    r = planted_lic["amplifier"]
+    np.testing.assert_allclose(r.runs.LIC_M, lic_score(r.probs_model, r.labels_model, 100))
+    np.testing.assert_allclose(r.summary["LIC_M"], r.runs.LIC_M.mean())
+    np.testing.assert_allclose(r.summary["LIC_std"], r.runs.LIC.std(ddof=1))
+    n_test = r.runs.n_test.iloc[0]
+    assert r.probs_model.shape == (3, n_test, 2) and r.probs_data.shape == (3, n_test, 2)
+
+
+def test_human_classifier_sees_only_the_model_vocabulary(planted, planted_lic):
+    "Vocabulary alignment: f* is trained on human captions whose words outside V_pre became <unk>."
+    human, labels, _ = planted
+    r = planted_lic["faithful"]
+    fa = planted_lic["captions"][0]
+    vpre = {t for i in labels for t in prepare_caption(fa[i])}
+    assert set(r.human_classifier.vocab.itos) - {"<pad>", "<unk>"} <= vpre
+    assert r.vocabulary >= vpre
+
+
+def test_lic_is_deterministic_given_the_seed(planted):
+    human, labels, _ = planted
+    fa = faithful_captioner(human, seed=1)
+    kw = dict(config=FAST.__class__(**{**FAST.__dict__, "epochs": 1}), n_runs=2, seed=5, human_captions_per_image=1, progress=False)
+    a, b = lic_over_runs(human, fa, labels, **kw), lic_over_runs(human, fa, labels, **kw)
+    assert a.summary == b.summary
+
+
+@requires_shared("coco/annotations/captions_val2017.json")
+def test_known_answers_on_real_coco_val():
+    "Human side on the real COCO val 2017 captions (caption-derived gender): faithful ~ 0, amplifier clearly > 0."
+    from vlbias_nb.data import load_coco_captions
+    from vlbias_nb.paths import shared_path
+    human = load_coco_captions(shared_path("coco/annotations/captions_val2017.json")).captions_by_image()
+    labels = caption_gender_labels(human)
+    kw = dict(config=FAST, n_runs=3, seed=0, human_captions_per_image=1, progress=False)
+    f = lic_over_runs(human, faithful_captioner(human, 0), labels, name="faithful", **kw)
+    a = lic_over_runs(human, amplifying_captioner(human, labels, min_count=20, seed=0), labels, name="amplifier", **kw)
+    assert f.runs.n_train.iloc[0] == 926 and f.runs.n_test.iloc[0] == 102          # 514 female images -> 463 + 51 each
+    assert f.summary["LIC_D"] > 25                              # masked human captions still reveal gender
+    assert abs(f.summary["LIC"]) <= _t_tolerance(f, 2.0), f.summary
+    assert a.summary["LIC"] - _t_tolerance(a, 5.0) > max(0.0, f.summary["LIC"]), a.summary
+
+
+# ---- inputs -------------------------------------------------------------------------------------------------------
+
+def test_generated_captions_with_unknown_ids_name_the_file(tmp_path):
+    human = {1: ["a man"], 2: ["a woman"], 3: ["a dog"]}
+    p = tmp_path / "oscar_results.json"
+    p.write_text(json.dumps([{"image_id": 1, "caption": "x"}, {"image_id": 2, "caption": "y"}, {"image_id": 99, "caption": "z"}]))
+    gen = load_generated_captions(p)
+    with pytest.raises(ImageIdMismatchError, match=r"oscar_results\.json are not in the human captions: 99"):
+        match_inputs(human, {"OSCAR": gen}, {1: "male", 2: "female"}, generated_sources={"OSCAR": str(p)})
+    p.write_text(json.dumps([{"image_id": 1, "caption": "x"}]))
+    with pytest.raises(ImageIdMismatchError, match=r"lack 1 image id\(s\) of the labelled evaluation images: 2"):
+        match_inputs(human, {"OSCAR": load_generated_captions(p)}, {1: "male", 2: "female"}, generated_sources={"OSCAR": str(p)})
+
+
+def test_attribute_file_without_matching_ids(tmp_path):
+    p = tmp_path / "images_val2014.csv"
+    p.write_text("id,bb_skin,bb_gender\n500,Light,Male\n501,Dark,Female\n")
+    with pytest.raises(ImageIdMismatchError, match="images_val2014.csv has human captions"):
+        match_inputs({1: ["a"]}, {}, load_attribute_annotations(p), str(p))
+    with pytest.warns(UserWarning, match="1 labelled image id"):
+        assert match_inputs({500: ["a"]}, {}, load_attribute_annotations(p), str(p)) == {500: "male"}
+
+
+def test_race_path_no_masking(tmp_path, planted):
+    "Skin tone from a Zhao-format file; captions are not masked (LIC §5), so a named word can carry the attribute."
+    human, _, _ = planted
+    ids = sorted(human)[:400]
+    skin = {i: ("darker" if k % 2 else "lighter") for k, i in enumerate(ids)}
+    p = tmp_path / "images_val2014.csv"
+    p.write_text("id,bb_skin,bb_gender\n" + "".join(f"{i},{'Dark' if v == 'darker' else 'Light'},Unsure\n" for i, v in skin.items()))
+    labels = load_attribute_annotations(p, "skin")
+    assert labels == skin
+    sub = {i: human[i] for i in ids}
+    gen = {i: f"a person {'woman' if skin[i] == 'darker' else 'man'} outside" for i in ids}   # a gender word leaks the label
+    masked = lic_over_runs(sub, gen, labels, FAST, n_runs=1, mask=True, human_captions_per_image=1, progress=False)
+    unmasked = lic_over_runs(sub, gen, labels, FAST, n_runs=1, mask=False, human_captions_per_image=1, progress=False)
+    assert masked.summary["LIC_M"] < 35 < 45 < unmasked.summary["LIC_M"]
+
+
+# ---- classifiers --------------------------------------------------------------------------------------------------
+
+def test_paper_training_setups():
+    assert (paper_classifier("lstm").epochs, paper_classifier("lstm").lr) == (20, 5e-5)
+    assert (paper_classifier("bert-ft").epochs, paper_classifier("bert-ft").lr) == (5, 1e-5)
+    assert (paper_classifier("bert-pre").epochs, paper_classifier("bert-pre").lr) == (20, 5e-5)
+
+
+@pytest.mark.parametrize("kind", ["bert-ft", "bert-pre"])
+def test_tiny_bert_classifiers_train_and_bert_pre_is_frozen(kind):
+    toks = [prepare_caption(f"a man with a {w}") for w in ["tie", "suit"] * 10] + \
+           [prepare_caption(f"a woman with a {w}") for w in ["purse", "dress"] * 10]
+    y = [0] * 20 + [1] * 20
+    clf = CaptionAttributeClassifier(paper_classifier(kind, epochs=3, lr=1e-3, bert="tiny-bert", batch_size=8), seed=0)
+    clf.fit(toks, y)
+    p = clf.predict_proba(toks[:2] + [[OOV_TOKEN, "<gender>"]])
+    assert p.shape == (3, 2) and np.allclose(p.sum(1), 1)
+    from vlbias_nb.captioning_bias import load_bert
+    ref, _ = load_bert("tiny-bert", toks, seed=0)                 # same seed -> the initial BERT weights
+    changed = any(not torch.equal(a, b) for a, b in zip(ref.state_dict().values(), clf.net.bert.state_dict().values()))
+    assert changed == (kind == "bert-ft")
+
+
+def test_occlusion_contribution_finds_the_revealing_word():
+    toks = [["a", "<gender>", "with", w] for w in ["tie", "suit"] * 30] + [["a", "<gender>", "with", w] for w in ["purse", "dress"] * 30]
+    clf = CaptionAttributeClassifier(ClassifierConfig(epochs=25, lr=1e-2, hidden_dim=8, embedding_dim=8, batch_size=16)).fit(toks, [0] * 60 + [1] * 60)
+    c = word_contributions(clf, ["a", "<gender>", "with", "dress"], 1)
+    assert c.argmax() == 3 and c[3] > 0.2, c
+
+
+# ---- Ratio, Error, BA, DBA on the synthetic captioners ----------------------------------------------------------
+
+def test_gender_word_metrics_cannot_see_context_amplification(planted):
+    "The amplifier keeps the faithful caption's gender words: Ratio, Error and DBA_G are equal; BA and DBA_O rise."
+    human, labels, p = planted
+    fa = faithful_captioner(human, seed=2)
+    am = amplifying_captioner(human, labels, min_count=20, seed=2)
+    for f in (lambda c: gender_ratio(caption_gender(c[i]) for i in labels),
+              lambda c: gender_error({i: caption_gender(c[i]) for i in labels}, labels)):
+        assert f(fa) == f(am)
+    objects = {i: {c} for i, c in zip(p.truth.image_id, p.truth.context)}
+    assert caption_dba_g(human, fa, objects) == caption_dba_g(human, am, objects)
+    caps = [c for cs in human.values() for c in cs]
+    words = ba_vocabulary(caps, min_per_gender=20)
+    ba_f, ba_a = caption_ba(caps, [fa[i] for i in human], words), caption_ba(caps, [am[i] for i in human], words)
+    assert abs(ba_f) < 2 and ba_a > ba_f + 2
+    syn = {"skateboard": ["skateboard", "skate board"], "kite": ["kite"], "laptop": ["laptop", "computer"],
+           "sink": ["sink"], "tennis racket": ["racket", "racquet", "tennis racket"]}
+    assert abs(caption_dba_o(human, fa, labels, list(syn))) < 1.0
+    assert gender_error({i: caption_gender(fa[i]) for i in labels}, labels) == 0.0   # caption-derived labels: no errors
+
+
+def test_amplifier_words_are_associated_with_the_right_gender(planted):
+    human, labels, p = planted
+    w = attribute_context_words(human, labels, top_k=5, min_count=20)
+    male_share = {c.name: c.male_share for c in p.contexts}
+    vocab = {c.name: {t for phrase in c.objects + c.actions + c.places for t in phrase.split()} for c in p.contexts}
+    def ctx_share(word):
+        shares = [male_share[n] for n, v in vocab.items() if word in v]
+        return np.mean(shares) if shares else 0.5
+    assert np.mean([ctx_share(x) for x in w["male"]]) > 0.6 > 0.45 > np.mean([ctx_share(x) for x in w["female"]])
+
+
+def test_balanced_split_sizes_and_seed():
+    labels = {i: ("female" if i % 3 == 0 else "male") for i in range(300)}   # 100 female
+    tr, te = balanced_split(labels, 0.1, seed=4)
+    assert (len(tr), len(te)) == (180, 20) and not set(tr) & set(te)
+    assert sum(labels[i] == "female" for i in te) == 10
+    assert balanced_split(labels, 0.1, seed=4) == (tr, te)
+    with pytest.raises(ValueError, match="Too few labelled images"):
+        balanced_split({1: "male", 2: "female"}, 0.1)
