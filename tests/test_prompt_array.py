@@ -1,0 +1,123 @@
+"Prompt Array: prompts, bias measures, prompt tokens (EOT pooling), the adversarial step, token save/load."
+import copy, math
+import numpy as np, pandas as pd, pytest, torch, torch.nn.functional as F
+from vlbias_nb.models import load_model, OpenClipModel
+from vlbias_nb.prompt_array import (train_prompts, test_prompts as tab1_test_prompts, make_prompts, prompt_bias, aggregate_bias, random_ranking_bias,
+    prompted_text_features, PromptTokens, Adversary, DebiasSetup, adversary_step, model_step, adaptation_parameters,
+    save_debias_tokens, load_debiased_model, attach_debias_tokens, read_debias_tokens, parse_debias_name, itc_loss,
+    harmful_misclassification, harmful_class_set, TRAIN_CONCEPTS)
+
+@pytest.fixture(scope="module")
+def tiny():
+    return load_model("tiny-clip", device="cpu", seed=0)
+
+def test_tab1_prompts():
+    tp = tab1_test_prompts()
+    assert len(train_prompts()) == 10 and len(tp) == 8 * 33
+    assert set(train_prompts().prompt) <= set(tp.prompt)
+    assert "A cropped photo of a dangerous face" in set(tp.prompt)
+
+def test_aggregate_is_mean_over_templates():
+    df = pd.DataFrame({"template": ["a", "a", "b"], "concept": ["x", "y", "x"], "maxskew": [1.0, 3.0, 4.0], "ndkl": [0, 0, 1.0]})
+    assert aggregate_bias(df) == {"maxskew": 3.0, "ndkl": 0.5}   # (2 + 4) / 2, not (1+3+4)/3
+
+def test_planted_ranking_bias_above_random():
+    rng = np.random.default_rng(0)
+    attrs = np.array(["m", "f"] * 200)
+    img = rng.normal(size=(400, 16)); img[:, 0] += np.where(attrs == "m", 1.5, -1.5)
+    img /= np.linalg.norm(img, axis=1, keepdims=True)
+    txt = np.eye(16)[[0, 1]].astype(np.float32)          # query 0 prefers "m", query 1 is unrelated
+    pb = prompt_bias(txt, img, attrs, make_prompts(["{}"], ["biased", "neutral"]), k=100)
+    chance = random_ranking_bias(attrs, k=100)
+    assert pb.maxskew[0] > 0.6 > 3 * chance["maxskew"] and pb.ndkl[0] > 5 * chance["ndkl"]
+    assert pb.maxskew[1] < 0.3
+
+def test_prompted_encoder_zero_tokens_is_encode_text_and_eot(tiny):
+    tok = tiny.tokenize(["A photo of a smart person", "x", "This is the face of a good person"])
+    with torch.no_grad():
+        assert torch.allclose(prompted_text_features(tiny.model, tok, None), tiny.model.encode_text(tok), atol=1e-5)
+        p = torch.randn(3, 64)
+        a = prompted_text_features(tiny.model, tok, p)
+        # full-length reference (no cut after EOT): run the transformer on all 77 positions and read the shifted EOT
+        m = tiny.model; n = 3
+        x = torch.cat([p[None].expand(3, -1, -1), (m.token_embedding(tok) + m.positional_embedding)[:, :77 - n]], 1)
+        h = m.ln_final(m.transformer(x, attn_mask=m.attn_mask))
+        ref = h[torch.arange(3), tok.argmax(-1) + n] @ m.text_projection
+        assert torch.allclose(a, ref, atol=1e-5)
+        # a word before EOT changes only that text's embedding
+        tok2 = tiny.tokenize(["A photo of a dumb person", "x", "This is the face of a good person"])
+        c = prompted_text_features(tiny.model, tok2, p)
+        assert not torch.allclose(a[0], c[0]) and torch.allclose(a[1:], c[1:], atol=1e-6)
+
+def test_adversary_shape():
+    adv = Adversary(10, 7)
+    assert adv(torch.zeros(3, 10)).shape == (3, 7)
+    assert [m.out_features for m in adv.net if isinstance(m, torch.nn.Linear)] == [32, 32, 7]
+
+def test_model_step_raises_adversary_loss(tiny):
+    torch.manual_seed(0)
+    m = copy.deepcopy(tiny.model); adaptation_parameters(m, "prompt")
+    setup = DebiasSetup(m, PromptTokens(m, 2), tiny.tokenize(train_prompts().prompt), tiny.logit_scale, tiny.tokenize)
+    fi = F.normalize(torch.randn(64, 32), dim=-1); a = torch.randint(0, 2, (64,))
+    adv = Adversary(10, 2); oa = torch.optim.Adam(adv.parameters(), 1e-2)
+    for _ in range(50): adversary_step(setup, adv, oa, fi, a)
+    om = torch.optim.Adam(setup.prompt.parameters(), 5e-2)
+    losses = []
+    frozen = [p.clone() for p in m.parameters()]
+    for _ in range(5):
+        with torch.no_grad(): losses.append(float(F.cross_entropy(adv(setup.prompt_logits(fi)), a)))
+        model_step(setup, adv, om, fi, a, itc_batch=(fi[:8], tiny.tokenize(["a"] * 8), ["a"] * 8), itc_lambda=0.05)
+    with torch.no_grad(): losses.append(float(F.cross_entropy(adv(setup.prompt_logits(fi)), a)))
+    assert losses[-1] > losses[0]
+    assert all(torch.equal(p, q) for p, q in zip(m.parameters(), frozen))     # CLIP stays frozen
+
+def test_adversary_step_lowers_its_loss(tiny):
+    torch.manual_seed(1)
+    m = copy.deepcopy(tiny.model); adaptation_parameters(m, "prompt")
+    setup = DebiasSetup(m, PromptTokens(m, 2), tiny.tokenize(train_prompts().prompt), tiny.logit_scale, tiny.tokenize)
+    fi = F.normalize(torch.randn(64, 32), dim=-1); a = torch.randint(0, 2, (64,))
+    adv = Adversary(10, 2); oa = torch.optim.Adam(adv.parameters(), 1e-2)
+    first = adversary_step(setup, adv, oa, fi, a)
+    for _ in range(100): last = adversary_step(setup, adv, oa, fi, a)
+    assert last < first
+
+def test_token_save_load_roundtrip(tiny, tmp_path):
+    pt = PromptTokens(tiny.model, 2)
+    with torch.no_grad(): pt.embeds.add_(torch.randn_like(pt.embeds))
+    p = save_debias_tokens(tmp_path / "t.pt", tiny, pt)
+    d = read_debias_tokens(p)
+    assert d["base_name"] == "tiny-clip" and d["arch"] == "vlbias-tiny-clip" and d["tokens"].shape == (2, 64)
+    dm = load_debiased_model("tiny-clip", p, device="cpu", seed=0)
+    texts = ["A photo of a smart person", "a red circle"]
+    with torch.no_grad(): want = F.normalize(prompted_text_features(tiny.model, tiny.tokenize(texts), pt.embeds), dim=-1).numpy()
+    np.testing.assert_allclose(dm.encode_text(texts), want, atol=1e-5)
+    assert dm.name == f"debias:tiny-clip:{p}" and dm.identity()["debias_tokens"]
+    assert parse_debias_name(dm.name) == ("tiny-clip", str(p))
+    with pytest.warns(UserWarning, match="weights"): load_debiased_model("tiny-clip", p, device="cpu", seed=1)
+
+def test_token_load_wrong_architecture_fails(tiny, tmp_path):
+    import open_clip, json
+    from vlbias_nb.models import TINY_CLIP_CONFIG, ModelSpec
+    p = save_debias_tokens(tmp_path / "t.pt", tiny, PromptTokens(tiny.model, 2))
+    cfg = copy.deepcopy(TINY_CLIP_CONFIG); cfg["text_cfg"]["width"] = 48; cfg["text_cfg"]["heads"] = 2
+    (tmp_path / "other-tiny.json").write_text(json.dumps(cfg)); open_clip.add_model_config(tmp_path / "other-tiny.json")
+    model, _, tr = open_clip.create_model_and_transforms("other-tiny")
+    other = OpenClipModel(ModelSpec("other-tiny", "open_clip", arch="other-tiny", random_init=True), model,
+                          open_clip.get_tokenizer("other-tiny"), tr, device="cpu", weights="random", seed=0)
+    with pytest.raises(ValueError, match="arch 'vlbias-tiny-clip'.*text_width 64"): attach_debias_tokens(other, p)
+    with pytest.raises(ValueError, match="open_clip"): attach_debias_tokens(load_model("tiny-hf-clip", device="cpu"), p)
+    (tmp_path / "junk.pt").write_bytes(b"not a token file")
+    with pytest.raises(Exception): read_debias_tokens(tmp_path / "junk.pt")
+    with pytest.raises(FileNotFoundError): read_debias_tokens(tmp_path / "absent.pt")
+
+def test_itc_loss_matches_cross_entropy():
+    f, g = F.normalize(torch.randn(6, 8), dim=-1), F.normalize(torch.randn(6, 8), dim=-1)
+    logits = 10 * f @ g.T; y = torch.arange(6)
+    want = 0.5 * (F.cross_entropy(logits, y) + F.cross_entropy(logits.T, y))
+    assert torch.allclose(itc_loss(f, g, 10.0), want, atol=1e-6)
+
+def test_harmful_rates_hand_worked():
+    names, harm = harmful_class_set(["Black", "White", "Indian", "East Asian", "Southeast Asian", "Middle Eastern", "Latino_Hispanic"])
+    assert len(names) == 14 + 7 and "Latino Hispanic woman" in names
+    r = harmful_misclassification(["thief", "thief", "Indian man", "orangutan"], ["Indian"] * 4, harm)
+    assert r.loc["crime-related", "Indian"] == 50 and r.loc["non-human", "Indian"] == 25
