@@ -1,0 +1,48 @@
+import numpy as np
+import pytest
+from vlbias_nb.attention_control import (token_alignment, set_alignment, generate_counterfactual_set, control_check,
+                                         candidate_items, attribute_masks, outside_attribute_difference)
+from vlbias_nb.generation import tiny_text_to_image_pipeline, offline_clip_tokenizer
+
+@pytest.fixture(scope="module")
+def pipe(): return tiny_text_to_image_pipeline(seed=0)
+
+CAPS = ["A photo of a White male doctor", "A photo of a Middle Eastern female doctor", "A photo of an Asian male doctor"]
+
+def test_alignment_marks_attribute_tokens():
+    tok = offline_clip_tokenizer()
+    mp, al, attr = set_alignment(tok, CAPS)
+    ids = tok(CAPS[1]).input_ids
+    assert [tok.decode(ids[j]) for j in attr[1]] == ["middle", "eastern", "female"]
+    assert al[1, len(ids):].min() == 1 and int(mp[1, len(ids)]) == len(tok(CAPS[0]).input_ids)
+
+def test_control_check_mechanism(pipe):
+    "Under control, shared-token attention equals the base caption's exactly; without it, it does not."
+    chk = control_check(pipe, CAPS, seed=1, p=1.0, num_inference_steps=2)
+    assert chk["shared_attention_dev_with"] < 1e-6
+    assert chk["shared_attention_dev_without"] > 1e-5
+    assert np.isfinite(chk["ratio"])
+
+def test_partial_p_injects_only_early_steps(pipe):
+    _, c = generate_counterfactual_set(pipe, CAPS[:2], p=0.5, seed=0, num_inference_steps=4)
+    dev = np.array(c.shared_dev).reshape(4, -1).mean(1)   # per step (same number of cross layers each step)
+    assert dev[:2].max() < 1e-6 and dev[2:].min() > 1e-6
+
+def test_shared_latent_and_seed(pipe):
+    a, _ = generate_counterfactual_set(pipe, CAPS, p=0.7, seed=3, num_inference_steps=2)
+    b, _ = generate_counterfactual_set(pipe, CAPS, p=0.7, seed=3, num_inference_steps=2)
+    assert all((np.asarray(x) == np.asarray(y)).all() for x, y in zip(a, b))
+    same, _ = generate_counterfactual_set(pipe, [CAPS[0]] * 2, p=0.0, seed=3, num_inference_steps=2)
+    assert np.abs(np.asarray(same[0], float) - np.asarray(same[1], float)).max() <= 1   # one latent for the whole set
+
+def test_candidate_items_and_outside_difference():
+    sets = [dict(set_index=0, filename="race_gender_doctor", captions=CAPS)]
+    its = candidate_items(sets, n_candidates=5, seed=0)
+    assert len(its) == 15 and len({it["p"] for it in its}) == 5 and all(0.1 <= it["p"] <= 0.9 for it in its)
+    assert candidate_items(sets, 5, seed=0) == its
+    with pytest.raises(ValueError, match="p_range"): candidate_items(sets, 2, p_range=(0.9, 0.1))
+    from PIL import Image
+    x = np.zeros((4, 4, 3), np.uint8); y = x.copy(); y[0, 0] = 200
+    m = np.zeros((2, 4, 4), bool); m[1, 0, 0] = True
+    assert outside_attribute_difference([Image.fromarray(x), Image.fromarray(y)], m)[0] == 0
+    assert attribute_masks(np.arange(16.).reshape(1, 4, 4), 0.75).sum() == 4   # values above the 75 % quantile 11.25

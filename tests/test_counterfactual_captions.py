@@ -1,0 +1,47 @@
+import json
+import pytest
+from conftest import requires_shared
+from vlbias_nb.paths import shared_path
+from vlbias_nb.counterfactual_captions import (caption_sets, load_released_sets, compare_caption_sets, RELEASED_FILES,
+                                               with_article, caption_counts, counterfactual_sets, PAPER_COUNTS, SEGMENTS)
+
+@pytest.mark.parametrize("segment", list(RELEASED_FILES))
+def test_reproduces_released_sets_exactly(segment):
+    rel = RELEASED_FILES[segment]
+    if not shared_path(rel, required=False).exists(): pytest.skip(f"{rel} absent (set VLBIAS_DATA)")
+    res = compare_caption_sets(caption_sets(segment), load_released_sets(f"shared:{rel}"))
+    assert res["identical"], res["mismatches"]
+    assert res["sets_equal"] == 1044 and res["n_sets_ours"] == 1044
+    assert res["captions_equal"] == 1044 * (12 if segment == "race_gender" else 28)
+
+@requires_shared("socialcounterfactuals/race_gender_occupation.jsonl")
+def test_released_lines_match_records():
+    "Each released line, read directly, equals our set record (caption, output_i, filename)."
+    sets = counterfactual_sets(caption_sets("race_gender"))
+    lines = shared_path(RELEASED_FILES["race_gender"]).read_text().splitlines()
+    for s, line in zip(sets, lines):
+        d = json.loads(line)
+        assert [d["caption"]] + [d[f"output_{i}"] for i in range(1, 12)] == s["captions"]
+        assert d["filename"] == s["filename"]
+
+def test_articles_and_hand_examples():
+    cs = caption_sets("physical_race", occupations=["doctor"], prefixes=["A photo of a"])
+    assert len(cs) == 14 * 6
+    assert cs.caption.iloc[0] == "A photo of an attractive White doctor"
+    assert "A photo of an old Asian doctor" in set(cs.caption)
+    assert cs.filename.iloc[0] == "a_photo_of_physical_race_doctor"
+    assert with_article("a", "unattractive female nurse") == "an unattractive female nurse"
+    assert with_article("a", "Middle Eastern male nurse") == "a Middle Eastern male nurse"
+
+def test_paper_counts_and_custom_lists():
+    p = PAPER_COUNTS
+    assert caption_counts(260, 4, 6, 5, 2) == dict(n_captions=p["n_captions"], n_sets=p["n_sets"])
+    cs = caption_sets("race_gender", occupations=["pilot", "chef"], attributes={"race": ["Asian", "Black"]})
+    assert len(cs) == 2 * 4 * 4 and cs["set_index"].nunique() == 8
+    with pytest.raises(ValueError, match="occupations"): caption_sets("race_gender", occupations=[])
+    with pytest.raises(KeyError, match="segment"): caption_sets("age_race")
+
+def test_load_released_bad_file(tmp_path):
+    p = tmp_path / "x.jsonl"; p.write_text(json.dumps({"caption": "a"}) + "\n")
+    with pytest.raises(ValueError, match="filename"): load_released_sets(p)
+    with pytest.raises(FileNotFoundError): load_released_sets(tmp_path / "missing.jsonl")
