@@ -74,8 +74,12 @@ def test_every_analysis_has_parameters_and_out_dir():
 def test_full_profile_names_only_declared_parameters():
     "A typo in the full profile would silently set nothing: every name must be declared by some analysis notebook."
     declared = set().union(*(notebook_parameters(p) for p in analysis_notebooks().values()))
-    planned = {"coco_train_captions", "coco_instances", "text_encoder", "clip_model", "device"}  # for analyses to come
-    assert set(PROFILES["full"]["parameters"]) <= declared | planned
+    assert set(PROFILES["full"]["parameters"]) <= declared
+    notebooks = analysis_notebooks()
+    for name, overrides in PROFILES["full"]["notebooks"].items():
+        assert name in notebooks, f"full profile names unknown notebook {name!r}"
+        params = notebook_parameters(notebooks[name])
+        assert set(overrides) <= set(params), (name, set(overrides) - set(params))
 
 def test_cli_run_list_and_errors(tmp_path, capsys):
     assert main(["list"]) == 0
@@ -105,3 +109,9 @@ def test_example_analysis_without_shared_data(tmp_path, monkeypatch):
     monkeypatch.setenv("VLBIAS_DATA", str(tmp_path / "empty"))
     d = run_notebook(analysis_notebooks()["coco_gender_labels"], out_root=tmp_path / "out", progress=False)
     assert (d / "tables/planted_label_recovery.csv").exists() and not (d / "tables/coco_val_gender_labels.csv").exists()
+
+def test_full_profile_values_have_the_declared_types():
+    "Every analysis notebook accepts the full profile's values (types checked like `-p` overrides)."
+    from vlbias_nb.runner import resolve_parameters
+    for name, path in analysis_notebooks().items():
+        assert isinstance(resolve_parameters(path, "full"), dict), name
