@@ -213,3 +213,99 @@ def test_balanced_split_sizes_and_seed():
     assert balanced_split(labels, 0.1, seed=4) == (tr, te)
     with pytest.raises(ValueError, match="Too few labelled images"):
         balanced_split({1: "male", 2: "female"}, 0.1)
+
+
+# ---------------------------------------------------------------- captioning accuracy (Tab. 1 accuracy columns)
+from vlbias_nb.captioning_bias import (caption_accuracy, simple_ptb_tokenize, ptb_tokenize, tokenize_for_eval,
+                                       java_available)
+
+needs_java = pytest.mark.skipif(not java_available(), reason="java not on the PATH (PTB tokenizer, METEOR)")
+
+
+def test_bleu4_is_corpus_level_hand_worked():
+    # caption 1: p_n = 4/5, 3/4, 2/3, 1/2; caption 2 identical (4 tokens): p_n = 1. Corpus: sums of matches / totals.
+    acc = caption_accuracy({1: ["a b c d f"], 2: ["x y z w"]}, {1: "a b c d e", 2: "x y z w"}, ["BLEU-4"], tokenizer="simple")
+    corpus = (8 / 9 * 6 / 7 * 4 / 5 * 2 / 3) ** 0.25
+    assert acc["BLEU-4"] == pytest.approx(100 * corpus, rel=1e-6)
+    sentence_mean = (0.2 ** 0.25 + 1) / 2
+    assert abs(acc["BLEU-4"] - 100 * sentence_mean) > 1          # not an average of sentence BLEUs
+
+
+def test_bleu_brevity_penalty_closest_reference():
+    # candidate length 4; references of length 8 and 5: the closest (5) sets r; all precisions are 1
+    acc = caption_accuracy({1: ["a b c d e f g h", "a b c d x"]}, {1: "a b c d"}, ["BLEU-4"], tokenizer="simple")
+    assert acc["BLEU-4"] == pytest.approx(100 * np.exp(1 - 5 / 4), rel=1e-6)
+
+
+def test_rouge_l_hand_worked_multi_reference():
+    # refs "a b" (LCS 2: P 2/4, R 1) and "x c d y z" (LCS 2: P 2/4, R 2/5): best P 1/2, best R 1, beta = 1.2
+    acc = caption_accuracy({1: ["a b", "x c d y z"]}, {1: "a b c d"}, ["ROUGE-L"], tokenizer="simple")
+    b2 = 1.2 ** 2
+    assert acc["ROUGE-L"] == pytest.approx(100 * (1 + b2) * 0.5 * 1 / (1 + b2 * 0.5), rel=1e-9)
+
+
+def test_cider_hand_worked():
+    # idf = log 2 for every reference n-gram; image 1 cosine 1 for n = 1, 2 -> 10 * 2/4; image 2 unigram cosine 1/2 -> 10 * 0.5/4
+    acc = caption_accuracy({1: ["a b"], 2: ["c d"]}, {1: "a b", 2: "c e"}, ["CIDEr"], tokenizer="simple")
+    assert acc["CIDEr"] == pytest.approx(100 * (5 + 1.25) / 2)
+    # a caption whose length differs from its reference by 2 words pays the Gaussian penalty exp(-4 / 72)
+    a2 = caption_accuracy({1: ["a b"], 2: ["c d"]}, {1: "a b", 2: "c d q r"}, ["CIDEr"], tokenizer="simple")
+    # image 2 (all idf log 2): unigrams {c, d} vs {c, d, q, r} -> cosine 2/(sqrt2*2) = 1/sqrt2; bigrams {cd} vs {cd, dq, qr} -> 1/sqrt3
+    img2 = 10 * np.exp(-4 / 72) * (1 / np.sqrt(2) + 1 / np.sqrt(3)) / 4
+    assert a2["CIDEr"] == pytest.approx(100 * (5 + img2) / 2, rel=1e-9)
+
+
+def test_tokenizers_and_punctuation():
+    assert simple_ptb_tokenize("A man's dog, isn't it?") == "a man 's dog is n't it"
+    assert tokenize_for_eval({3: ["Hi!", "Yo."]}, "simple") == {3: ["hi", "yo"]}
+    with pytest.raises(ValueError, match="tokenizer"):
+        tokenize_for_eval({3: ["x"]}, "nltk")
+    # punctuation and case do not change the scores
+    a = caption_accuracy({1: ["A man, riding a horse."]}, {1: "a man riding a horse"}, ["BLEU-4", "CIDEr", "ROUGE-L"], tokenizer="simple")
+    assert a["BLEU-4"] == pytest.approx(100) and a["ROUGE-L"] == pytest.approx(100)
+
+
+@needs_java
+@requires_shared("coco/annotations/captions_val2017.json")
+def test_simple_tokenizer_agrees_with_ptb_on_coco():
+    from vlbias_nb.data import load_coco_captions
+    from vlbias_nb.paths import shared_path
+    caps = list(load_coco_captions(shared_path("coco/annotations/captions_val2017.json")).captions.caption[:2000])
+    agree = np.mean([a == b for a, b in zip(ptb_tokenize(caps), (simple_ptb_tokenize(c) for c in caps))])
+    assert agree > 0.99, agree
+
+
+@needs_java
+def test_meteor_known_values():
+    ref = {1: ["a man riding a horse on the beach"]}
+    assert caption_accuracy(ref, {1: "a man riding a horse on the beach"}, ["METEOR"])["METEOR"] == pytest.approx(100)
+    shuffled = caption_accuracy(ref, {1: "the beach on a horse riding a man"}, ["METEOR"])["METEOR"]
+    assert 0 < shuffled < 100                       # same words, fragmented alignment: penalised
+    assert caption_accuracy(ref, {1: "two cats sleep"}, ["METEOR"])["METEOR"] == pytest.approx(0)
+
+
+def test_caption_accuracy_bad_input():
+    with pytest.raises(ImageIdMismatchError, match="not in the reference captions"):
+        caption_accuracy({1: ["a"]}, {2: "a"}, ["CIDEr"])
+    with pytest.raises(ValueError, match="at least one reference"):
+        caption_accuracy({1: []}, {1: "a"}, ["CIDEr"])
+    with pytest.raises(ValueError, match="not a string"):
+        caption_accuracy({1: ["a"]}, {1: ["a"]}, ["CIDEr"])
+    with pytest.raises(ValueError, match="unknown caption metric"):
+        caption_accuracy({1: ["a"]}, {1: "a"}, ["SPICE"])
+
+
+def test_amplifier_is_less_accurate_than_faithful(planted):
+    # leave-one-out references: the faithful caption scored against the image's other human captions
+    human, labels, _ = planted
+    fa = faithful_captioner(human, seed=1)
+    am = amplifying_captioner(human, labels, seed=1)
+    refs = {i: [c for j, c in enumerate(cs) if j != cs.index(fa[i])] for i, cs in human.items()}
+    m = ["BLEU-4", "CIDEr", "ROUGE-L"]
+    a_f = caption_accuracy(refs, fa, m, tokenizer="simple")
+    a_a = caption_accuracy(refs, am, m, tokenizer="simple")
+    for k in m:
+        assert a_a[k] < a_f[k], (k, a_f, a_a)
+    # the faithful caption scored against all captions (itself included) is perfect for BLEU and ROUGE-L
+    a_self = caption_accuracy(human, fa, ["BLEU-4", "ROUGE-L"], tokenizer="simple")
+    assert a_self["BLEU-4"] == pytest.approx(100) and a_self["ROUGE-L"] == pytest.approx(100)
