@@ -46,3 +46,17 @@ def test_candidate_items_and_outside_difference():
     m = np.zeros((2, 4, 4), bool); m[1, 0, 0] = True
     assert outside_attribute_difference([Image.fromarray(x), Image.fromarray(y)], m)[0] == 0
     assert attribute_masks(np.arange(16.).reshape(1, 4, 4), 0.75).sum() == 4   # values above the 75 % quantile 11.25
+
+def test_shared_token_states_change_only_after_the_attribute(pipe):
+    "The causal text encoder leaves the prefix unchanged and changes every shared token after the first attribute."
+    from vlbias_nb.attention_control import shared_token_state_change
+    sc = shared_token_state_change(pipe, CAPS)
+    assert sc.change_before.tolist() == [0.0, 0.0] and sc.n_shared_before.tolist() == [5, 4]   # "an" is not shared
+    assert (sc.change_after > 0.05).all() and (sc.n_shared_after >= 69).all()
+
+def test_control_check_self_attention_variant(pipe):
+    "Brooks et al.'s variant (self-attention maps copied) leaves the uncontrolled run untouched and returns images."
+    a = control_check(pipe, CAPS[:2], seed=2, p=1.0, p_self=1.0, num_inference_steps=2, return_images=True)
+    b = control_check(pipe, CAPS[:2], seed=2, p=1.0, p_self=0.0, num_inference_steps=2, return_images=True)
+    assert all((np.asarray(x) == np.asarray(y)).all() for x, y in zip(a["images_without"], b["images_without"]))
+    assert len(a["images_with"]) == 2 and a["masks"].shape == (2, 32, 32)

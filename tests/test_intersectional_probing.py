@@ -59,3 +59,21 @@ def test_marginal_and_split_and_hooks():
     assert neutral_prompts("engineer", ["A photo of a"]) == ["A photo of an engineer"]
     with pytest.raises(MissingDataError, match="VLBIAS_DATA"): real_benchmark_path("pata")
     with pytest.raises(MissingDataError, match="NSFW"): load_nsfw_classifier("no-such/model-xyz")
+
+def test_real_benchmark_loaders_on_tiny_files(tmp_path):
+    "VisoGender/PATA loaders read the authors' layouts; missing files name the path and what to download."
+    import pytest
+    from PIL import Image
+    from vlbias_nb.intersectional_probing import load_visogender, load_pata
+    from vlbias_nb.paths import MissingDataError
+    (tmp_path / "OO").mkdir(); (tmp_path / "images").mkdir()
+    (tmp_path / "OO" / "OO_Visogender_02102023.tsv").write_text(
+        "IDX\tSector\tSpecialisation\tOccupation\tObject\tURL\tLICENSE OK?\tOccupation_Gender\n"
+        "OO_1\tedu\tx\tteacher\tboard\thttp://u/1\tYes\twoman\nOO_2\tedu\tx\tbaker\tspoon\thttp://u/2\tYes\tman\n")
+    with pytest.raises(MissingDataError, match="images"): load_visogender(tmp_path)
+    Image.new("RGB", (8, 8)).save(tmp_path / "images" / "OO_2.png")
+    vg = load_visogender(tmp_path)
+    assert vg[["occupation", "gender", "context"]].values.tolist() == [["baker", "male", "OO"]]
+    with pytest.raises(MissingDataError, match=str(tmp_path / "pata_fairness.files.lst")): load_pata(tmp_path)
+    (tmp_path / "pata_fairness.files.lst").write_text("fashion_show_indian_male_young|http://a\nbad_line|http://b\n")
+    with pytest.raises(ValueError, match="line 2"): load_pata(tmp_path)
