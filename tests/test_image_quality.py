@@ -27,3 +27,46 @@ def test_person_rule():
     assert passes_quality(["person", "person", "dog"], 2) and not passes_quality(["dog"], 1)
     assert mean_pairwise([0, 1], lambda a, b: a + b) == 1
     with pytest.raises(ValueError, match="same shape"): ssim(np.zeros((4, 4)), np.zeros((5, 5)))
+
+
+# ---- face detector (offline Haar cascade), NOT-FID thumbnails, per-group report ------------------------------------
+import pandas as pd
+from PIL import Image
+from conftest import requires_shared
+from vlbias_nb.image_quality import (load_face_detector, load_haar_face_detector, thumbnail_features, quality_report,
+                                     to_gray)
+from vlbias_nb.paths import MissingDataError
+
+
+def test_haar_detector_no_face_on_flat_or_noise():
+    det = load_face_detector("haar")
+    rng = np.random.default_rng(0)
+    ims = [Image.new("RGB", (96, 96), (200, 10, 10)), Image.fromarray((rng.random((64, 64, 3)) * 255).astype(np.uint8))]
+    assert det(ims) == [0, 0]
+    with pytest.raises(MissingDataError, match="face_detector"):
+        load_haar_face_detector("missing_cascade.xml")
+
+
+@requires_shared("coco-mini/val2017")
+def test_haar_detector_runs_on_real_photos():
+    from vlbias_nb.paths import shared_path
+    files = sorted(shared_path("coco-mini/val2017").glob("*.jpg"))[:12]
+    n = load_face_detector("haar")([Image.open(f) for f in files])
+    assert len(n) == 12 and all(isinstance(x, int) and x >= 0 for x in n)
+
+
+def test_quality_report_groups_and_all():
+    rng = np.random.default_rng(0)
+    imgs = pd.DataFrame(dict(group=["E1", "E1", "E2", "U1", "U2", "U2"]))
+    pil = [Image.fromarray((rng.random((16, 16, 3)) * 255).astype(np.uint8)) for _ in range(6)]
+    det = [["person", "cup"], ["cup"] * 9, ["person"], ["person"], [], ["person", "person"]]
+    faces = [1, 1, 0, 2, 1, 1]
+    ref = thumbnail_features([Image.fromarray((rng.random((16, 16, 3)) * 255).astype(np.uint8)) for _ in range(20)])
+    rep = quality_report(imgs, pil, thumbnail_features, ref, detections=det, n_faces=faces).set_index("group")
+    assert list(rep.index) == ["E1", "E2", "U1", "U2", "E", "U", "all"]
+    assert rep.n_images.tolist() == [2, 1, 1, 2, 3, 3, 6]
+    # E1: (person 1/2 and face) passes, (0 persons) fails; E2: no face; U1 passes; U2: [] fails, persons pass
+    assert rep.pass_share.tolist() == [0.5, 0.0, 1.0, 0.5, 1 / 3, 2 / 3, 0.5]
+    assert np.isclose(rep.face_share["all"], 5 / 6)
+    assert np.isnan(rep.fid["E2"]) and np.isfinite(rep.fid["all"])  # a single image has no covariance
+    assert np.isclose(rep.ssim["E1"], ssim(to_gray(pil[0], 64), to_gray(pil[1], 64)))
