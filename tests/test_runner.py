@@ -3,7 +3,7 @@ import json, subprocess, sys, pytest, nbformat
 import pandas as pd
 from pathlib import Path
 from vlbias_nb.runner import (main, run_notebook, reproduce, notebook_parameters, analysis_notebooks, resolve_parameters,
-                              ParameterError, NotebookFailed, publish_outputs, format_parameters)
+                              ParameterError, NotebookFailed, publish_outputs, format_parameters, parameters_cell)
 from vlbias_nb.profiles import PROFILES
 
 def _nb(folder, name, cells):
@@ -115,3 +115,12 @@ def test_full_profile_values_have_the_declared_types():
     from vlbias_nb.runner import resolve_parameters
     for name, path in analysis_notebooks().items():
         assert isinstance(resolve_parameters(path, "full"), dict), name
+
+def test_parameters_cells_are_readable_by_papermill():
+    "papermill's own parser skips a line with a second '=' (e.g. in its comment) and then warns on every override of it."
+    from papermill.translators import PythonTranslator
+    for name, path in analysis_notebooks().items():
+        cell = parameters_cell(nbformat.read(str(path), as_version=4))
+        bad = [l for l in cell.source.splitlines() if l.count("=") > 1]
+        assert not bad, (name, bad)
+        assert {p.name for p in PythonTranslator.inspect(cell)} == set(notebook_parameters(path)), name
