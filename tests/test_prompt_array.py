@@ -121,3 +121,54 @@ def test_harmful_rates_hand_worked():
     assert len(names) == 14 + 7 and "Latino Hispanic woman" in names
     r = harmful_misclassification(["thief", "thief", "Indian man", "orangutan"], ["Indian"] * 4, harm)
     assert r.loc["crime-related", "Indian"] == 50 and r.loc["non-human", "Indian"] == 25
+
+def test_debias_zoo_name(tiny, tmp_path):
+    "load_model('debias:<base>:<tokens>') returns the DebiasCLIP: same as the DebiasedView, different from the base."
+    from vlbias_nb.prompt_array import DebiasedView
+    pt = PromptTokens(tiny.model, 2)
+    with torch.no_grad(): pt.embeds.add_(torch.randn_like(pt.embeds, generator=torch.Generator().manual_seed(0)))
+    p = save_debias_tokens(tmp_path / "tok.pt", tiny, pt)
+    zoo = load_model(f"debias:tiny-clip:{p}", device="cpu", seed=0)
+    texts = ["A photo of a smart person", "a photo of a red circle"]
+    np.testing.assert_allclose(zoo.encode_text(texts), DebiasedView(tiny, pt).encode_text(texts), atol=1e-5)
+    assert not np.allclose(zoo.encode_text(texts), tiny.encode_text(texts), atol=1e-3)
+    assert zoo.name == f"debias:tiny-clip:{p}"
+    with pytest.raises(FileNotFoundError): load_model(f"debias:tiny-clip:{tmp_path / 'absent.pt'}", device="cpu")
+    with pytest.raises(ValueError, match="debias:<base model>:<tokens path>"): load_model("debias:tiny-clip", device="cpu")
+
+def test_known_answer_planted_debiasing():
+    """Prompt Array smoke known answer: a tiny CLIP fitted on planted faces whose captions tie every concept to men
+    ranks men first (MaxSkew/NDKL >> random); debias tokens + ITC halve both on held-out faces and held-out prompts
+    (concepts unseen in training) while held-out text->image R@1 keeps >= 80 %."""
+    from vlbias_nb.face_datasets import make_planted_faces, face_images
+    from vlbias_nb.prompt_array import (make_planted_pairs, planted_common_groups, planted_face_captions, pixels_of,
+        fit_clip_on_pairs, text_to_image_recall, DebiasConfig, train_debias, DebiasedView, TEST_TEMPLATES)
+    torch.set_num_threads(2)
+    vlm = load_model("tiny-clip", device="cpu", seed=0)
+    pairs, pairs_te = make_planted_pairs(800, seed=0), make_planted_pairs(300, seed=1)
+    faces, faces_te = make_planted_faces(800, seed=0), make_planted_faces(400, seed=1)
+    caps = planted_face_captions(faces.attribute("gender"), planted_common_groups(), 0.9, seed=0)
+    px_pairs, px_faces = pixels_of(vlm, list(pairs.image)), pixels_of(vlm, face_images(faces))
+    fit_clip_on_pairs(vlm, torch.cat([px_pairs, px_faces]), list(pairs.caption) + caps, n_steps=400, lr=1e-3, progress=False)
+    tp = tab1_test_prompts(); held = tp[~tp.concept.isin(TRAIN_CONCEPTS)]
+    train_set = make_prompts(TEST_TEMPLATES, TRAIN_CONCEPTS)
+    img_te, img_tr = vlm.encode_image(face_images(faces_te)), vlm.encode_image(face_images(faces))
+    g_te, g_tr = faces_te.attribute("gender"), faces.attribute("gender")
+    pimg = vlm.encode_image(list(pairs_te.image))
+    def measure(m):
+        pb = prompt_bias(m.encode_text(list(tp.prompt)), img_te, g_te, tp, k=50)
+        r1 = text_to_image_recall(m.encode_text(list(pairs_te.caption)), pimg, pairs_te.caption, k=1)
+        return {**aggregate_bias(pb), "held": aggregate_bias(pb.loc[held.index])["maxskew"], "downstream": r1}
+    def evaluate(m):
+        sel = prompt_bias(m.encode_text(list(train_set.prompt)), img_tr, g_tr, train_set, k=100)
+        return {**measure(m), "selection": aggregate_bias(sel)["maxskew"]}
+    before, chance = measure(vlm), random_ranking_bias(g_te, k=50)
+    cfg = DebiasConfig(lr_model=1e-2, lr_adversary=1e-2, adv_warmup_epochs=50, n_model_steps=600, eval_every=50,
+                       itc_lambda=1.0, itc_batch_size=64, objective="confusion", keep_best=True)
+    res = train_debias(vlm, px_faces, g_tr, px_pairs, list(pairs.caption), cfg, prompts=list(train_set.prompt),
+                       evaluate=evaluate, progress=False, reference_downstream=before["downstream"])
+    after = measure(DebiasedView(vlm, res.prompt))
+    assert before["maxskew"] > 3 * chance["maxskew"] and before["ndkl"] > 3 * chance["ndkl"]
+    assert after["maxskew"] <= 0.5 * before["maxskew"] and after["ndkl"] <= 0.5 * before["ndkl"], (before, after)
+    assert after["held"] <= 0.5 * before["held"], (before, after)
+    assert after["downstream"] >= 0.8 * before["downstream"], (before, after)
