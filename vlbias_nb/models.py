@@ -97,7 +97,8 @@ OPENAI_CLIP_ALIASES = {  # names of OpenAI's `clip` package -> open_clip names
     "ViT-L/14": "ViT-L-14/openai", "ViT-L/14@336px": "ViT-L-14-336/openai"}
 
 def list_models() -> pd.DataFrame:
-    "The registered models: name, family, weights source and the papers that use them."
+    """The registered models: name, family, weights source and the papers that use them. Not listed: any open_clip
+    model with learned debias tokens loads as `"debias:<base name>:<tokens path>"` (Prompt Array's DebiasCLIP)."""
     return pd.DataFrame([dict(name=s.name, family=s.family,
                               weights="random" if s.random_init else (s.tag or s.hub_id or f"file:{s.checkpoint}"),
                               papers=", ".join(s.papers), note=s.note) for s in MODEL_REGISTRY.values()])
@@ -600,7 +601,15 @@ def load_model(name: str, device: str = "auto", dtype: str | torch.dtype = "floa
                arch: str | None = None, family: str | None = None, checkpoint: str | None = None,
                preprocess_tag: str | None = None, allow_download: bool | None = None,
                cache_dir: str | None = None) -> VisionLanguageModel:
-    "Load vision-language model `name` (see `FAMILIES`) behind the common `VisionLanguageModel` interface."
+    """Load vision-language model `name` (see `FAMILIES`) behind the common `VisionLanguageModel` interface.
+    `"debias:<base name>:<tokens path>"` loads a DebiasCLIP: the open_clip base model with learned debias tokens
+    (`vlbias_nb.prompt_array.load_debiased_model`, Prompt Array §3)."""
+    if name.startswith("debias:"):
+        from .prompt_array import parse_debias_name, load_debiased_model   # lazy: prompt_array imports this module
+        base, tokens = parse_debias_name(name)
+        return load_debiased_model(base, tokens, device=device, dtype=dtype, seed=seed, arch=arch, family=family,
+                                   checkpoint=checkpoint, preprocess_tag=preprocess_tag, allow_download=allow_download,
+                                   cache_dir=cache_dir)
     spec = resolve_model(name, arch=arch, family=family, preprocess_tag=preprocess_tag)
     if checkpoint is not None:
         if spec.family != "open_clip": raise ValueError("checkpoint= applies to open_clip models; for transformers pass the folder as the name")
