@@ -20,6 +20,7 @@ py_versions = '3.10 3.11 3.12 3.13'.split()
 
 requirements = shlex.split(cfg.get('requirements', ''))
 dev_requirements = shlex.split(cfg.get('dev_requirements', ''))
+full_requirements = shlex.split(cfg.get('full_requirements', ''))  # optional parts of the full profile
 min_python = cfg['min_python']
 lic = licenses.get(cfg['license'].lower(), (cfg['license'], None))
 
@@ -35,7 +36,7 @@ setuptools.setup(
     packages=setuptools.find_packages(include=['vlbias_nb', 'vlbias_nb.*']),
     include_package_data=True,
     install_requires=requirements,
-    extras_require={'dev': dev_requirements, 'test': dev_requirements},
+    extras_require={'dev': dev_requirements, 'test': dev_requirements, 'full': full_requirements},
     dependency_links=cfg.get('dep_links', '').split(),
     python_requires='>=' + cfg['min_python'],
     long_description=open('README.md', encoding='utf-8').read(),
