@@ -172,3 +172,125 @@ def test_known_answer_planted_debiasing():
     assert after["maxskew"] <= 0.5 * before["maxskew"] and after["ndkl"] <= 0.5 * before["ndkl"], (before, after)
     assert after["held"] <= 0.5 * before["held"], (before, after)
     assert after["downstream"] >= 0.8 * before["downstream"], (before, after)
+
+# --- real-data path: precomputed features, the embedding cache, a fake FairFace / Flickr30k layout ----------------------
+
+def _fake_fairface(root, n_train=24, n_val=8):
+    "A fake FairFace folder in the official layout (fairface_label_{split}.csv + {split}/N.jpg), genders alternating."
+    from test_face_datasets import _fairface
+    races = ["White", "Black", "Indian", "East Asian"]
+    for split, n in [("train", n_train), ("val", n_val)]:
+        _fairface(root, split, rows=[("20-29", ["Male", "Female"][i % 2], races[i % 4]) for i in range(n)])
+    return root
+
+def _fake_flickr30k(root, n_train=6, n_test=4):
+    "A fake Flickr30k folder: Karpathy's dataset_flickr30k.json and flickr30k-images/, two captions per image."
+    import json
+    from PIL import Image
+    (root / "flickr30k-images").mkdir(parents=True)
+    images = []
+    for i in range(n_train + n_test):
+        Image.new("RGB", (8, 8), (40 * (i % 6), 200 - 20 * i, 30)).save(root / "flickr30k-images" / f"{i}.jpg")
+        images.append({"filename": f"{i}.jpg", "split": "train" if i < n_train else "test",
+                       "sentences": [{"raw": f"a photo of thing {i}"}, {"raw": f"thing number {i} in a photo"}]})
+    (root / "dataset_flickr30k.json").write_text(json.dumps({"images": images}))
+    return root
+
+def _real_cfg(**kw):
+    from vlbias_nb.prompt_array import DebiasConfig
+    return DebiasConfig(**{**dict(lr_model=1e-2, lr_adversary=1e-2, batch_size=8, itc_batch_size=4, adv_warmup_epochs=1,
+                                  alternate_batches=2, n_model_steps=6, eval_every=3, itc_lambda=0.5, seed=1), **kw})
+
+def test_real_data_training_on_fake_fairface(tmp_path, monkeypatch):
+    """FairFace train (gender) + Flickr30k train (ITC) from fake folders found by root 'auto': features computed once
+    through the embedding cache, tokens trained on them, saved, loadable, and equal to training on the pixels."""
+    from vlbias_nb.face_datasets import load_fairface, FAIRFACE_ENV
+    from vlbias_nb.downstream import load_flickr30k, FLICKR30K_ENV
+    from vlbias_nb.embedding_cache import EmbeddingCache
+    from vlbias_nb.prompt_array import (train_debias_on_faces, train_debias, image_features_of, itc_pairs_of, pixels_of,
+                                        resolve_data_root, DebiasedView, zero_pad_tokens)
+    monkeypatch.setenv(FAIRFACE_ENV, str(_fake_fairface(tmp_path / "ff")))
+    monkeypatch.setenv(FLICKR30K_ENV, str(_fake_flickr30k(tmp_path / "fl")))
+    faces = load_fairface("train", resolve_data_root("auto", "fairface"))
+    fl = load_flickr30k(resolve_data_root("auto", "flickr30k"), split="train")
+    assert len(faces) == 24 and len(fl.images) == 6 and len(fl.captions) == 12
+    vlm = load_model("tiny-clip", device="cpu", seed=0)
+    cache = EmbeddingCache(tmp_path / "cache")
+    evals = []
+    def evaluate(m):
+        evals.append(1)
+        return {"maxskew": 0.0, "downstream": 1.0}
+    tok_path = tmp_path / "out" / "debias_tokens_fairface.pt"
+    res = train_debias_on_faces(vlm, faces, _real_cfg(), "gender", itc=fl, evaluate=evaluate, cache=cache,
+                                tokens_path=tok_path, progress=False)
+    assert res.best_step == 6 and len(res.evals) == 3 and len(evals) == 3        # steps 0, 3, 6
+    assert not torch.allclose(res.prompt.embeds, zero_pad_tokens(vlm.model, 2), atol=1e-3)
+    # features were cached: one image store holding the 24 faces and 6 Flickr images
+    assert cache.stores()["items"].tolist() == [30]
+    # saved, and loadable onto a freshly loaded model of the same weights
+    d = read_debias_tokens(tok_path)
+    assert d["extra"]["n_faces"] == 24 and d["extra"]["attribute"] == "gender" and "12 pairs" in d["extra"]["itc"]
+    dm = attach_debias_tokens(load_model("tiny-clip", device="cpu", seed=0), tok_path)
+    texts = ["A photo of a smart person", "This individual is lazy"]
+    np.testing.assert_allclose(dm.encode_text(texts), DebiasedView(vlm, res.prompt).encode_text(texts), atol=1e-6)
+    assert not np.allclose(dm.encode_text(texts), vlm.encode_text(texts), atol=1e-3)
+    # the features path equals the pixel path (same seed, same batches)
+    itc_feat, itc_texts = itc_pairs_of(vlm, fl, cache)
+    assert itc_feat.shape == (12, 32) and itc_texts[:2] == ["a photo of thing 0", "thing number 0 in a photo"]
+    np.testing.assert_allclose(itc_feat[1], image_features_of(vlm, [fl.images[0]], cache=None)[0], atol=1e-6)
+    res_px = train_debias(vlm, pixels_of(vlm, faces.paths), faces.attribute("gender"),
+                          pixels_of(vlm, [fl.images[i] for i in fl.caption_image]), fl.captions, _real_cfg(),
+                          evaluate=evaluate, progress=False)
+    torch.testing.assert_close(res.prompt.embeds, res_px.prompt.embeds, atol=1e-4, rtol=1e-4)
+    assert not torch.allclose(res_px.prompt.embeds, zero_pad_tokens(vlm.model, 2), atol=1e-3)
+
+def test_features_refused_when_image_tower_trains(tiny):
+    from vlbias_nb.prompt_array import train_debias, train_debias_on_faces
+    from vlbias_nb.face_datasets import make_planted_faces
+    v = copy.deepcopy(tiny)
+    feats = F.normalize(torch.randn(8, 32), dim=-1)
+    for target in ["projection", "full"]:
+        with pytest.raises(ValueError, match="trains the image tower"):
+            train_debias(v, None, ["Male", "Female"] * 4, config=_real_cfg(target=target), face_features=feats, progress=False)
+        with pytest.raises(ValueError, match="image tower must stay frozen"):
+            train_debias_on_faces(v, make_planted_faces(8), _real_cfg(target=target), cache=None, progress=False)
+    with pytest.raises(ValueError, match="not L2-normalised"):
+        train_debias(v, None, ["Male", "Female"] * 4, config=_real_cfg(), face_features=2 * feats, progress=False)
+    with pytest.raises(ValueError, match=r"expected \(8, 32\)"):
+        train_debias(v, None, ["Male", "Female"] * 4, config=_real_cfg(), face_features=feats[:, :16], progress=False)
+
+def test_data_roots_auto_none_and_path(tmp_path, monkeypatch):
+    from vlbias_nb.paths import MissingDataError
+    from vlbias_nb.prompt_array import resolve_data_root, DATA_ROOTS
+    monkeypatch.setenv("VLBIAS_DATA", str(tmp_path / "no-shared-data"))
+    for name, (env, _) in DATA_ROOTS.items():
+        assert resolve_data_root(None, name) is None and resolve_data_root("None", name) is None
+        assert resolve_data_root(str(tmp_path / "x"), name) == tmp_path / "x"      # a path is used as given
+        monkeypatch.delenv(env, raising=False)
+        with pytest.raises(MissingDataError, match=env): resolve_data_root("auto", name)
+        (tmp_path / "no-shared-data" / name).mkdir(parents=True)
+        assert resolve_data_root("auto", name) == tmp_path / "no-shared-data" / name   # the shared-data default
+        monkeypatch.setenv(env, str(tmp_path)); assert resolve_data_root("auto", name) == tmp_path
+
+def test_analysis_notebook_real_data_section_on_fake_folders(tmp_path):
+    """The analysis notebook's real-data section end to end (papermill, ~30 s): tiny steps, untrained tiny CLIP, fake
+    FairFace + Flickr30k folders; it trains on FairFace train, saves the tokens, and the real-face sections use them."""
+    from vlbias_nb.runner import run_notebook, analysis_notebooks
+    ff, fl = _fake_fairface(tmp_path / "ff", 40, 16), _fake_flickr30k(tmp_path / "fl", 8, 6)
+    small = dict(fit_planted=False, n_fit_steps=1, n_planted_train=64, n_planted_test=64, n_pairs_test=32, n_model_steps=10,
+                 eval_every=5, ablation_steps=4, weat_n_perm=100, adv_warmup_epochs=1, k_skew=10, clip_clip_m=[28],
+                 real_model_steps=6, real_eval_every=3, real_batch_size=8)
+    d = run_notebook(analysis_notebooks()["prompt_array"], out_root=tmp_path / "runs", progress=False,
+                     overrides={**small, "fairface_root": str(ff), "flickr30k_root": str(fl)})
+    tab = pd.read_csv(d / "tables/real_debias_vs_paper_tab3.csv")
+    assert tab.paper_row.tolist() == ["CLIP", "CLIP+prompt (debias+itc)"]
+    assert tab.paper_maxskew.tolist() == [0.233, 0.113] and tab.paper_ndkl.tolist() == [0.104, 0.036]
+    assert np.allclose(tab.delta_ndkl, tab.ndkl - tab.paper_ndkl) and "flickr_R@5" in tab
+    ev = pd.read_csv(d / "tables/real_training_evals.csv")
+    assert ev.model_step.tolist() == [0, 3, 6] and ev.downstream.notna().all()
+    assert (d / "figures/real_training_curve.png").exists()
+    dm = attach_debias_tokens(load_model("tiny-clip", device="cpu", seed=0), d / "debias_tokens_fairface.pt")
+    assert read_debias_tokens(d / "debias_tokens_fairface.pt")["extra"]["n_faces"] == 40 and dm.prompt_embeds.shape == (2, 64)
+    real = pd.read_csv(d / "tables/tab2_real_faces.csv")
+    assert set(real.model) == {"tiny-clip", "+ debias tokens (FairFace train)"} and set(real.data) == {"FairFace-val"}
+    assert pd.read_csv(d / "tables/downstream_real.csv").model.tolist() == ["tiny-clip", "+ debias tokens (FairFace train)"]

@@ -53,6 +53,8 @@ PROFILES = {
                 "k_skew": 1000, "lr_model": 2e-5, "lr_adversary": 2e-4, "adv_warmup_epochs": 2, "itc_lambda": 0.05,
                 "itc_batch_size": 256, "objective": "max_ce", "train_all_templates": False,
                 "clip_clip_m": [490, 400, 256], "weat_n_perm": 10000,
+                "fairface_root": "auto", "utkface_root": "auto", "flickr30k_root": "auto", "imagenet_root": "auto",
+                "cifar100_root": "auto",
             },
             "lic": {"n_runs": 10, "human_captions_per_image": 5, "lstm_epochs": 20, "lstm_lr": 5e-5,
                     "lstm_hidden_dim": 256, "bert": "bert-base-uncased", "bert_runs": 10, "bert_ft_epochs": 5,

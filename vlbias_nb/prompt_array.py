@@ -4,7 +4,7 @@
 
 # %% ../nbs/17_prompt_array.ipynb #f4b53339
 from __future__ import annotations
-import hashlib, io, math, warnings
+import hashlib, io, math, os, warnings
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 from typing import Callable, Sequence
@@ -20,15 +20,16 @@ from .zero_shot import AGARWAL_HARMFUL_CLASSES, PROMPT_ARRAY_TEMPLATE, zero_shot
 
 # %% auto #0
 __all__ = ['TRAIN_TEMPLATES', 'TRAIN_CONCEPTS', 'TEST_TEMPLATES', 'TEST_CONCEPTS', 'AUTHORS_PROMPT_CSV', 'WEAT_PAIRS',
-           'ADAPTATION_TARGETS', 'MODEL_OBJECTIVES', 'TOKENS_FORMAT', 'DEBIAS_PREFIX', 'PLANTED_COLORS',
+           'ADAPTATION_TARGETS', 'MODEL_OBJECTIVES', 'TOKENS_FORMAT', 'DEBIAS_PREFIX', 'DATA_ROOTS', 'PLANTED_COLORS',
            'PLANTED_SHAPES', 'PLANTED_OTHER_WORDS', 'make_prompts', 'train_prompts', 'test_prompts',
            'read_authors_prompts', 'compare_with_authors_csv', 'prompt_bias', 'aggregate_bias', 'random_ranking_bias',
            'weat_template_sensitivity', 'demographic_classnames', 'harmful_class_set', 'harmful_misclassification',
            'harmful_misclassification_rates', 'zero_pad_tokens', 'prompted_text_features', 'PromptTokens',
            'adaptation_parameters', 'image_tower_trainable', 'Adversary', 'similarity_logits', 'itc_loss',
-           'DebiasSetup', 'adversary_step', 'model_step', 'DebiasConfig', 'DebiasResult', 'train_debias',
-           'DebiasedView', 'save_debias_tokens', 'read_debias_tokens', 'attach_debias_tokens', 'load_debiased_model',
-           'parse_debias_name', 'draw_shape', 'make_planted_pairs', 'planted_common_groups', 'planted_concept_groups',
+           'DebiasSetup', 'adversary_step', 'model_step', 'DebiasConfig', 'DebiasResult', 'precomputed_features',
+           'train_debias', 'DebiasedView', 'save_debias_tokens', 'read_debias_tokens', 'attach_debias_tokens',
+           'load_debiased_model', 'parse_debias_name', 'image_features_of', 'itc_pairs_of', 'train_debias_on_faces',
+           'resolve_data_root', 'draw_shape', 'make_planted_pairs', 'planted_common_groups', 'planted_concept_groups',
            'planted_face_captions', 'pixels_of', 'fit_clip_on_pairs', 'text_to_image_recall']
 
 # %% ../nbs/17_prompt_array.ipynb #e4b91637
@@ -315,13 +316,37 @@ def _feats(setup, pixels, trainable, bs=256):
     if trainable: return None
     with torch.no_grad(): return torch.cat([setup.image_features(pixels[i:i + bs]) for i in range(0, len(pixels), bs)])
 
-def train_debias(vlm, face_pixels: torch.Tensor, face_attrs, itc_pixels: torch.Tensor | None = None,
+def precomputed_features(features, n: int, dim: int, name: str, device) -> torch.Tensor:
+    "`features` (array or tensor `(n, dim)`, unit rows, e.g. `vlm.encode_image` output) as float32 on `device`; clear errors otherwise."
+    f = (features.detach() if isinstance(features, torch.Tensor) else torch.as_tensor(np.asarray(features))).float()
+    if f.ndim != 2 or tuple(f.shape) != (n, dim):
+        raise ValueError(f"{name} has shape {tuple(f.shape)}, expected ({n}, {dim}): one image embedding of the model "
+                         f"(dimension {dim}) per labelled image / caption")
+    norms = f.norm(dim=-1)
+    if len(f) and not torch.allclose(norms, torch.ones_like(norms), atol=1e-3):
+        raise ValueError(f"{name} rows are not L2-normalised (norms {norms.min():.3f} to {norms.max():.3f}); pass "
+                         "`vlm.encode_image(...)` / `image_features_of(vlm, ...)` output")
+    return f.to(device)
+
+def _image_input(setup, vlm, name, pixels, features, n, trainable):
+    "(pixels on the device or None, unit features or None) of one image set given as pixels or as precomputed features."
+    if (pixels is None) == (features is None):
+        raise ValueError(f"give exactly one of {name}_pixels and {name}_features, got {'neither' if pixels is None else 'both'}")
+    if features is not None: return None, precomputed_features(features, n, vlm.embed_dim, f"{name}_features", vlm.device)
+    if len(pixels) != n: raise ValueError(f"{len(pixels)} {name}_pixels for {n} labels / texts")
+    pixels = pixels.to(vlm.device, vlm.dtype)
+    return pixels, _feats(setup, pixels, trainable)
+
+def train_debias(vlm, face_pixels: torch.Tensor | None, face_attrs, itc_pixels: torch.Tensor | None = None,
                  itc_texts: Sequence[str] | None = None, config: DebiasConfig = DebiasConfig(),
                  prompts: Sequence[str] | None = None, evaluate: Callable | None = None, progress: bool = True,
-                 reference_downstream: float | None = None) -> DebiasResult:
+                 reference_downstream: float | None = None, *, face_features=None, itc_features=None) -> DebiasResult:
     """Adversarial prompt debiasing of zoo model `vlm` (an open_clip `VisionLanguageModel`, modified in place if
-    `config.target` adapts CLIP weights). `face_attrs`: attribute labels of `face_pixels`; `itc_*`: generic image–text
-    pairs; `prompts`: training prompts (default Tab. 1's); `evaluate(vlm_like) -> dict` with key `downstream` (and
+    `config.target` adapts CLIP weights). `face_attrs`: attribute labels of the faces, given either as preprocessed
+    `face_pixels` `(n, 3, H, W)` or, when the image tower stays frozen (target 'prompt' or 'text_layers', §4.3), as
+    precomputed L2-normalised image embeddings `face_features` `(n, d)` (`vlm.encode_image` / `image_features_of`
+    output); likewise the generic image–text pairs `itc_texts` with `itc_pixels` or `itc_features` (one row per text).
+    `prompts`: training prompts (default Tab. 1's); `evaluate(vlm_like) -> dict` with key `downstream` (and
     optionally `selection`, see `keep_best`); `reference_downstream`: the original model's downstream score for early
     stopping (default: the score at step 0, i.e. with the freshly initialised tokens)."""
     c = config
@@ -338,12 +363,16 @@ def train_debias(vlm, face_pixels: torch.Tensor, face_attrs, itc_pixels: torch.T
     opt_adv = torch.optim.Adam(adversary.parameters(), c.lr_adversary)
     opt_model = torch.optim.Adam([prompt.embeds] + params, c.lr_model)
     trainable = image_tower_trainable(model)
-    face_pixels = face_pixels.to(vlm.device, vlm.dtype)
-    face_feat = _feats(setup, face_pixels, trainable)
-    use_itc = itc_pixels is not None and c.itc_lambda > 0
+    if trainable and (face_features is not None or itc_features is not None):
+        raise ValueError(f"face_features / itc_features were given, but target {c.target!r} trains the image tower "
+                         "(image_tower_trainable): image embeddings change during training and cannot be precomputed; "
+                         "pass face_pixels / itc_pixels, or use a target that keeps it frozen ('prompt', 'text_layers')")
+    face_pixels, face_feat = _image_input(setup, vlm, "face", face_pixels, face_features, len(codes), trainable)
+    use_itc = (itc_pixels is not None or itc_features is not None) and c.itc_lambda > 0
     if use_itc:
-        itc_pixels = itc_pixels.to(vlm.device, vlm.dtype); itc_texts = list(itc_texts)
-        itc_feat = _feats(setup, itc_pixels, trainable)
+        if itc_texts is None: raise ValueError("itc_texts is needed with itc_pixels / itc_features")
+        itc_texts = list(itc_texts)
+        itc_pixels, itc_feat = _image_input(setup, vlm, "itc", itc_pixels, itc_features, len(itc_texts), trainable)
         itc_tokens = vlm.tokenize(itc_texts).to(vlm.device)
     n = len(codes)
     def face_batch():
@@ -380,8 +409,7 @@ def train_debias(vlm, face_pixels: torch.Tensor, face_attrs, itc_pixels: torch.T
             hist.append({"phase": "adversary", "model_step": step, "adv_loss": adversary_step(setup, adversary, opt_adv, *face_batch())})
         for _ in range(c.alternate_batches):
             if step >= c.n_model_steps: break
-            fb = face_batch() if face_feat is not None else face_batch()
-            r = model_step(setup, adversary, opt_model, *fb, itc_batch(), c.itc_lambda, c.objective)
+            r = model_step(setup, adversary, opt_model, *face_batch(), itc_batch(), c.itc_lambda, c.objective)
             step += 1; bar.update(1)
             hist.append({"phase": "model", "model_step": step, **r})
             if evaluate is not None and step % c.eval_every == 0:
@@ -390,7 +418,6 @@ def train_debias(vlm, face_pixels: torch.Tensor, face_attrs, itc_pixels: torch.T
                 consider(step, e)
                 if base_down is not None and e.get("downstream") is not None and e["downstream"] < c.early_stop_fraction * base_down:
                     stopped = True; break
-            if trainable and face_feat is None: pass
     bar.close()
     if evaluate is not None and (not evals or evals[-1]["model_step"] != step): consider(step, run_eval(step))
     best_step = step
@@ -481,6 +508,76 @@ def parse_debias_name(name: str) -> tuple[str, str]:
     base, sep, path = rest.rpartition(":")
     if not sep or not base or not path: raise ValueError(f"{name!r} is not 'debias:<base model>:<tokens path>'")
     return base, path
+
+# %% ../nbs/17_prompt_array.ipynb #d6e0f00c
+from .embedding_cache import EmbeddingCache
+from .face_datasets import FaceDataset, face_images, FAIRFACE_ENV, UTKFACE_ENV, dataset_root as _face_root
+from .downstream import (FLICKR30K_ENV, IMAGENET_ENV, CIFAR100_ENV, dataset_root as _downstream_root,
+                                  missing as _missing_downstream)
+
+_DEFAULT_CACHE = object()
+
+def _image_list(data) -> list:
+    "The images of a `FaceDataset` (its order), of a `Flickr30k`-like split (`.images`), or `data` itself."
+    if isinstance(data, FaceDataset): return face_images(data)
+    if hasattr(data, "images") and hasattr(data, "captions"): return list(data.images)
+    return data
+
+def image_features_of(vlm, data, cache=_DEFAULT_CACHE, batch_size: int = 64, progress: bool | None = None) -> np.ndarray:
+    """L2-normalised image embeddings `(n, d)` by zoo model `vlm` of `data`: a `FaceDataset` (one row per face), a
+    `Flickr30k` split (one row per image) or a list of images; read from / added to the embedding cache `cache` (default:
+    the project's `EmbeddingCache()`; None: no cache). Precomputable because the tokens leave the image tower alone (§4.3)."""
+    cache = EmbeddingCache() if cache is _DEFAULT_CACHE else cache
+    images = _image_list(data)
+    if cache is None: return vlm.encode_image(images, batch_size=batch_size, progress=progress)
+    return cache.encode_image(vlm, images, batch_size=batch_size, progress=progress)
+
+def itc_pairs_of(vlm, split, cache=_DEFAULT_CACHE, batch_size: int = 64, progress: bool | None = None) -> tuple[np.ndarray, list]:
+    "ITC training pairs of a `Flickr30k` split: the image embedding of every caption `(n_captions, d)` and the captions."
+    if not (hasattr(split, "captions") and hasattr(split, "caption_image")):
+        raise TypeError(f"itc data must be a Flickr30k split (vlbias_nb.downstream.load_flickr30k), got {type(split).__name__}")
+    feats = image_features_of(vlm, split, cache, batch_size, progress)
+    return feats[np.asarray(split.caption_image)], list(split.captions)
+
+# %% ../nbs/17_prompt_array.ipynb #5b26d653
+def train_debias_on_faces(vlm, faces: FaceDataset, config: DebiasConfig = DebiasConfig(), attribute: str = "gender",
+                          itc=None, prompts: Sequence[str] | None = None, evaluate: Callable | None = None,
+                          reference_downstream: float | None = None, cache=_DEFAULT_CACHE, tokens_path=None,
+                          progress: bool = True) -> DebiasResult:
+    """Debias tokens of `vlm` trained against `attribute` of `faces` (e.g. FairFace train, gender) on precomputed image
+    embeddings, jointly with ITC on the `Flickr30k` split `itc` (None: no ITC) — Prompt Array §3, App. F. Saves the
+    tokens to `tokens_path` when given (`save_debias_tokens`, loadable with `attach_debias_tokens`)."""
+    if config.target not in ("prompt", "text_layers"):
+        raise ValueError(f"train_debias_on_faces trains on precomputed image embeddings, so the image tower must stay "
+                         f"frozen; target {config.target!r} trains it: use train_debias with pixels")
+    face_feat = image_features_of(vlm, faces, cache, progress=progress)
+    itc_feat, itc_texts = itc_pairs_of(vlm, itc, cache, progress=progress) if itc is not None else (None, None)
+    res = train_debias(vlm, None, faces.attribute(attribute), None, itc_texts, config, prompts=prompts, evaluate=evaluate,
+                       progress=progress, reference_downstream=reference_downstream,
+                       face_features=face_feat, itc_features=itc_feat)
+    if tokens_path is not None:
+        save_debias_tokens(tokens_path, vlm, res.prompt, extra={
+            "config": asdict(res.config), "best_step": res.best_step, "stopped_early": res.stopped_early,
+            "faces": faces.name, "n_faces": len(faces), "attribute": attribute,
+            "itc": None if itc is None else f"{type(itc).__name__}-{getattr(itc, 'split', '?')}: {len(itc_texts)} pairs"})
+    return res
+
+# %% ../nbs/17_prompt_array.ipynb #cb99b7be
+DATA_ROOTS = {"fairface": (FAIRFACE_ENV, "fairface"), "utkface": (UTKFACE_ENV, "utkface"),
+              "flickr30k": (FLICKR30K_ENV, "flickr30k"), "imagenet": (IMAGENET_ENV, "imagenet"),
+              "cifar100": (CIFAR100_ENV, "cifar100")}
+
+def resolve_data_root(value, dataset: str) -> Path | None:
+    "`None` (or 'None') -> None (skip), a path -> that path, `'auto'` -> `$env` or the shared-data folder of `dataset` (must exist)."
+    if dataset not in DATA_ROOTS: raise ValueError(f"unknown data set {dataset!r}; one of {list(DATA_ROOTS)}")
+    if value is None or value == "None": return None
+    if not isinstance(value, (str, os.PathLike)): raise TypeError(f"{dataset} root must be None, a path or 'auto', got {value!r}")
+    if str(value) != "auto": return Path(value).expanduser()
+    env, rel = DATA_ROOTS[dataset]
+    if dataset in ("fairface", "utkface"): return _face_root(env, rel)
+    root = _downstream_root(None, env, rel)
+    if not root.is_dir(): raise _missing_downstream(root, env, dataset, f"{dataset} folder (root 'auto')")
+    return root
 
 # %% ../nbs/17_prompt_array.ipynb #2ebf99fc
 from PIL import Image, ImageDraw
