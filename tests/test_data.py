@@ -70,3 +70,16 @@ def test_coco_mini_images_and_boxes():
     im = imgs[i]
     x, y, w, h = inst.person_boxes(one)[0]
     assert 0 <= x and x + w <= im.size[0] + 1 and 0 <= y and y + h <= im.size[1] + 1
+
+def test_data_roots_auto_none_and_path(tmp_path, monkeypatch):
+    from vlbias_nb.paths import MissingDataError
+    from vlbias_nb.paths import resolve_data_root, DATASET_ENVS
+    monkeypatch.setenv("VLBIAS_DATA", str(tmp_path / "no-shared-data"))
+    for name, env in DATASET_ENVS.items():
+        assert resolve_data_root(None, name) is None and resolve_data_root("None", name) is None
+        assert resolve_data_root(str(tmp_path / "x"), name) == tmp_path / "x"      # a path is used as given
+        monkeypatch.delenv(env, raising=False)
+        with pytest.raises(MissingDataError, match=env): resolve_data_root("auto", name)
+        (tmp_path / "no-shared-data" / name).mkdir(parents=True)
+        assert resolve_data_root("auto", name) == tmp_path / "no-shared-data" / name   # the shared-data default
+        monkeypatch.setenv(env, str(tmp_path)); assert resolve_data_root("auto", name) == tmp_path

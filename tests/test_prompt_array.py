@@ -208,7 +208,8 @@ def test_real_data_training_on_fake_fairface(tmp_path, monkeypatch):
     from vlbias_nb.downstream import load_flickr30k, FLICKR30K_ENV
     from vlbias_nb.embedding_cache import EmbeddingCache
     from vlbias_nb.prompt_array import (train_debias_on_faces, train_debias, image_features_of, itc_pairs_of, pixels_of,
-                                        resolve_data_root, DebiasedView, zero_pad_tokens)
+                                        DebiasedView, zero_pad_tokens)
+    from vlbias_nb.paths import resolve_data_root
     monkeypatch.setenv(FAIRFACE_ENV, str(_fake_fairface(tmp_path / "ff")))
     monkeypatch.setenv(FLICKR30K_ENV, str(_fake_flickr30k(tmp_path / "fl")))
     faces = load_fairface("train", resolve_data_root("auto", "fairface"))
@@ -258,19 +259,6 @@ def test_features_refused_when_image_tower_trains(tiny):
         train_debias(v, None, ["Male", "Female"] * 4, config=_real_cfg(), face_features=2 * feats, progress=False)
     with pytest.raises(ValueError, match=r"expected \(8, 32\)"):
         train_debias(v, None, ["Male", "Female"] * 4, config=_real_cfg(), face_features=feats[:, :16], progress=False)
-
-def test_data_roots_auto_none_and_path(tmp_path, monkeypatch):
-    from vlbias_nb.paths import MissingDataError
-    from vlbias_nb.prompt_array import resolve_data_root, DATA_ROOTS
-    monkeypatch.setenv("VLBIAS_DATA", str(tmp_path / "no-shared-data"))
-    for name, (env, _) in DATA_ROOTS.items():
-        assert resolve_data_root(None, name) is None and resolve_data_root("None", name) is None
-        assert resolve_data_root(str(tmp_path / "x"), name) == tmp_path / "x"      # a path is used as given
-        monkeypatch.delenv(env, raising=False)
-        with pytest.raises(MissingDataError, match=env): resolve_data_root("auto", name)
-        (tmp_path / "no-shared-data" / name).mkdir(parents=True)
-        assert resolve_data_root("auto", name) == tmp_path / "no-shared-data" / name   # the shared-data default
-        monkeypatch.setenv(env, str(tmp_path)); assert resolve_data_root("auto", name) == tmp_path
 
 def test_analysis_notebook_real_data_section_on_fake_folders(tmp_path):
     """The analysis notebook's real-data section end to end (papermill, ~30 s): tiny steps, untrained tiny CLIP, fake

@@ -9,19 +9,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 import numpy as np
-from .paths import MissingDataError, shared_path
+from .paths import MissingDataError, shared_path, dataset_folder, DATASET_ENVS
 from .data import LazyImages, load_image
 from .metrics import recall_at_k
 from .zero_shot import zero_shot_classifier
 
 # %% auto #0
-__all__ = ['FLICKR30K_ENV', 'IMAGENET_ENV', 'CIFAR100_ENV', 'WHERE_TO_GET', 'CLIP_CIFAR_TEMPLATES', 'dataset_root', 'missing',
+__all__ = ['FLICKR30K_ENV', 'IMAGENET_ENV', 'CIFAR100_ENV', 'WHERE_TO_GET', 'CLIP_CIFAR_TEMPLATES', 'missing',
            'DatasetFormatError', 'Flickr30k', 'load_flickr30k', 'retrieval_recall', 'imagenet_classnames',
            'imagenet_templates', 'ClassificationData', 'load_imagenet_val', 'load_cifar100', 'topk_accuracy',
            'zero_shot_accuracy']
 
 # %% ../nbs/11_downstream.ipynb #5972f6cd
-FLICKR30K_ENV, IMAGENET_ENV, CIFAR100_ENV = "VLBIAS_FLICKR30K", "VLBIAS_IMAGENET", "VLBIAS_CIFAR100"
+FLICKR30K_ENV, IMAGENET_ENV, CIFAR100_ENV = (DATASET_ENVS[k] for k in ("flickr30k", "imagenet", "cifar100"))
 
 WHERE_TO_GET = {
     "flickr30k": ("Karpathy's splits `dataset_flickr30k.json` come in caption_datasets.zip "
@@ -34,12 +34,6 @@ WHERE_TO_GET = {
     "cifar100": ("the python version of CIFAR-100 (https://www.cs.toronto.edu/~kriz/cifar-100-python.tar.gz), "
                  "extracted so that `cifar-100-python/` is inside the folder"),
 }
-
-def dataset_root(root, env: str, shared_rel: str) -> Path:
-    "The data set folder: `root`, else `$env`, else `shared_rel` inside the shared data (it may not exist)."
-    if root is not None: return Path(root).expanduser()
-    if os.environ.get(env): return Path(os.environ[env]).expanduser()
-    return shared_path(shared_rel, required=False)
 
 def missing(path, env: str, name: str, what: str = "") -> MissingDataError:
     "A `MissingDataError` naming `path`, the variable that points at the data set and where to download it."
@@ -78,7 +72,7 @@ def load_flickr30k(root=None, split: str = "test", check_images: bool = True) ->
     """Flickr30k `split` ('train', 'val', 'test'; Karpathy's 'restval' counts as 'train') from
     `root/dataset_flickr30k.json` and `root/flickr30k-images/` (root: `$VLBIAS_FLICKR30K`, else shared `flickr30k`)."""
     if split not in ("train", "val", "test"): raise ValueError(f"split must be 'train', 'val' or 'test', got {split!r}")
-    root = dataset_root(root, FLICKR30K_ENV, "flickr30k")
+    root = dataset_folder("flickr30k", root)
     js, img_dir = root / "dataset_flickr30k.json", root / "flickr30k-images"
     if not js.exists(): raise missing(js, FLICKR30K_ENV, "flickr30k", "Karpathy split file dataset_flickr30k.json")
     if not img_dir.is_dir(): raise missing(img_dir, FLICKR30K_ENV, "flickr30k", "Flickr30k image folder")
@@ -182,7 +176,7 @@ def _synset_order(root: Path, found: Sequence[str]) -> list:
 def load_imagenet_val(root=None) -> ClassificationData:
     """ImageNet-1k validation images, labels and CLIP class names/templates, from the ImageFolder layout or the flat
     Kaggle layout with `LOC_val_solution.csv` (root: `$VLBIAS_IMAGENET`, else shared `imagenet`)."""
-    root = dataset_root(root, IMAGENET_ENV, "imagenet")
+    root = dataset_folder("imagenet", root)
     if not root.is_dir(): raise missing(root, IMAGENET_ENV, "imagenet", "ImageNet validation folder")
     for folder in (root / "val", root):  # ImageFolder layout
         syn = sorted(p.name for p in folder.iterdir() if p.is_dir() and _is_synset(p.name)) if folder.is_dir() else []
@@ -222,7 +216,7 @@ def load_cifar100(root=None, split: str = "test", check_md5: bool = True) -> Cla
     "CIFAR-100 `split` ('train' or 'test') via torchvision's `CIFAR100(download=False)` (root: `$VLBIAS_CIFAR100`, else shared `cifar100`)."
     from torchvision.datasets import CIFAR100
     if split not in ("train", "test"): raise ValueError(f"split must be 'train' or 'test', got {split!r}")
-    root = dataset_root(root, CIFAR100_ENV, "cifar100")
+    root = dataset_folder("cifar100", root)
     base = root / CIFAR100.base_folder
     need = [base / n for n in ("train" if split == "train" else "test", "meta")]
     absent = [p for p in need if not p.exists()]

@@ -10,13 +10,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from PIL import Image, ImageDraw
-from .paths import MissingDataError, data_root
+from .paths import MissingDataError, data_root, dataset_folder, DATASET_ENVS
 
 # %% auto #0
 __all__ = ['ATTRIBUTES', 'FAIRFACE_ENV', 'UTKFACE_ENV', 'FAIRFACE_GENDERS', 'FAIRFACE_RACES', 'FAIRFACE_AGES',
            'FAIRFACE_IMAGE_DIRS', 'UTK_GENDERS', 'UTK_RACES', 'PLANTED_GENDERS', 'PLANTED_RACES', 'FaceDataset',
-           'dataset_root', 'load_fairface', 'age_group', 'parse_utkface_name', 'load_utkface', 'draw_planted_face',
-           'make_planted_faces', 'face_images']
+           'face_dataset_folder', 'load_fairface', 'age_group', 'parse_utkface_name', 'load_utkface',
+           'draw_planted_face', 'make_planted_faces', 'face_images']
 
 # %% ../nbs/16_face_datasets.ipynb #4a10de20
 ATTRIBUTES = ("gender", "race", "age")
@@ -54,15 +54,15 @@ class FaceDataset:
         return self.subset(idx)
 
 # %% ../nbs/16_face_datasets.ipynb #6bf9a2b9
-FAIRFACE_ENV, UTKFACE_ENV = "VLBIAS_FAIRFACE", "VLBIAS_UTKFACE"
+FAIRFACE_ENV, UTKFACE_ENV = DATASET_ENVS["fairface"], DATASET_ENVS["utkface"]
 
-def dataset_root(env: str, default_rel: str, root=None) -> Path:
-    "`root` if given, else `$env`, else `<shared data>/default_rel`; raises `MissingDataError` naming `env` if absent."
-    if root is None: root = os.environ.get(env) or (data_root() / default_rel)
-    root = Path(root).expanduser()
+def face_dataset_folder(dataset: str, root=None) -> Path:
+    "`dataset_folder(dataset, root)`, which must exist; else `MissingDataError` naming the environment variable."
+    root = dataset_folder(dataset, root)
     if not root.is_dir():
         raise MissingDataError(f"Face dataset folder {root} does not exist. Download the dataset by hand and set the "
-                               f"environment variable {env} to its folder (see vlbias_nb.face_datasets for the layout).")
+                               f"environment variable {DATASET_ENVS[dataset]} to its folder (see vlbias_nb.face_datasets "
+                               f"for the layout).")
     return root
 
 # %% ../nbs/16_face_datasets.ipynb #54ab4440
@@ -78,7 +78,7 @@ def _check_values(df, col, allowed, where):
 def load_fairface(split: str = "val", root=None, check_images: bool = True) -> FaceDataset:
     "FairFace `split` ('train' or 'val') from `root` / `$VLBIAS_FAIRFACE` in the official layout (Prompt Array §4.1)."
     if split not in ("train", "val"): raise ValueError(f"FairFace split must be 'train' or 'val', got {split!r}")
-    root = dataset_root(FAIRFACE_ENV, "fairface", root)
+    root = face_dataset_folder("fairface", root)
     csv = root / f"fairface_label_{split}.csv"
     if not csv.is_file():
         raise MissingDataError(f"FairFace label file {csv} is missing (set {FAIRFACE_ENV} to the folder holding "
@@ -123,7 +123,7 @@ def parse_utkface_name(name: str) -> dict:
 def load_utkface(root=None, on_bad_name: str = "raise") -> FaceDataset:
     "UTKFace (cropped) from `root` / `$VLBIAS_UTKFACE`: every `*.jpg` under it, labels parsed from the names."
     if on_bad_name not in ("raise", "skip"): raise ValueError("on_bad_name must be 'raise' or 'skip'")
-    root = dataset_root(UTKFACE_ENV, "utkface", root)
+    root = face_dataset_folder("utkface", root)
     files = sorted(p for p in root.rglob("*.jpg"))
     if not files: raise MissingDataError(f"No UTKFace images (*.jpg) under {root}; set {UTKFACE_ENV} to the extracted UTKFace folder.")
     rows = []

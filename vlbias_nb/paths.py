@@ -9,8 +9,9 @@ from pathlib import Path
 from contextlib import contextmanager
 
 # %% auto #0
-__all__ = ['DATA_ENV', 'MissingDataError', 'project_root', 'data_root', 'shared_path', 'has_shared', 'atomic_path',
-           'write_text_atomic', 'write_json_atomic', 'default_out_dir', 'save_table', 'save_figure']
+__all__ = ['DATA_ENV', 'DATASET_ENVS', 'MissingDataError', 'project_root', 'data_root', 'shared_path', 'has_shared',
+           'dataset_folder', 'resolve_data_root', 'atomic_path', 'write_text_atomic', 'write_json_atomic',
+           'default_out_dir', 'save_table', 'save_figure']
 
 # %% ../nbs/00_paths.ipynb #9d5b375b
 DATA_ENV = "VLBIAS_DATA"
@@ -45,6 +46,34 @@ def has_shared(relpath: str | os.PathLike) -> bool:
     return (data_root() / relpath).exists()
 
 # %% ../nbs/00_paths.ipynb #c52bb851
+DATASET_ENVS = {"fairface": "VLBIAS_FAIRFACE", "utkface": "VLBIAS_UTKFACE", "flickr30k": "VLBIAS_FLICKR30K",
+                "imagenet": "VLBIAS_IMAGENET", "cifar100": "VLBIAS_CIFAR100", "visogender": "VLBIAS_VISOGENDER",
+                "pata": "VLBIAS_PATA"}
+
+def dataset_folder(dataset: str, root=None) -> Path:
+    """Folder of external data set `dataset`: `root` if given, else `$VLBIAS_<NAME>`, else `<shared data>/<dataset>`.
+    Not checked here: each loader checks its own layout and names what is missing."""
+    if dataset not in DATASET_ENVS: raise ValueError(f"unknown data set {dataset!r}; one of {list(DATASET_ENVS)}")
+    if root is not None: return Path(root).expanduser()
+    env = os.environ.get(DATASET_ENVS[dataset])
+    return Path(env).expanduser() if env else data_root() / dataset
+
+def resolve_data_root(value, dataset: str, param: str | None = None) -> Path | None:
+    """A notebook's `<dataset>_root` parameter: `None` (or "None", "") -> None (skip), a path -> that path, `"auto"` ->
+    `dataset_folder(dataset)`, which must exist (else `MissingDataError` naming the variable and how to skip)."""
+    if dataset not in DATASET_ENVS: raise ValueError(f"unknown data set {dataset!r}; one of {list(DATASET_ENVS)}")
+    if value is None or value in ("None", ""): return None
+    if not isinstance(value, (str, os.PathLike)):
+        raise TypeError(f"{param or dataset + '_root'} must be None, a folder or 'auto', got {value!r}")
+    if str(value) != "auto": return Path(value).expanduser()
+    folder = dataset_folder(dataset)
+    if not folder.is_dir():
+        raise MissingDataError(f"{dataset} folder {folder} not found ({param or dataset + '_root'} = 'auto'). Download "
+                               f"{dataset} by hand and set {DATASET_ENVS[dataset]} to its folder, or pass "
+                               f"-p {param or dataset + '_root'} None to skip the parts that need it.")
+    return folder
+
+# %% ../nbs/00_paths.ipynb #29591884
 @contextmanager
 def atomic_path(path: str | os.PathLike):
     "Yield a temporary path beside `path`; on success it is renamed to `path`, on error it is removed."
@@ -79,10 +108,15 @@ def save_table(df, out_dir, name: str, index: bool = False):
     return df
 
 def save_figure(fig, out_dir, name: str, formats=("png", "svg"), dpi: int = 150):
-    "Write matplotlib `fig` to `<out_dir>/figures/<name>.<fmt>` for each format, atomically; returns the paths."
+    """Write matplotlib `fig` to `<out_dir>/figures/<name>.<fmt>` for each format, atomically; returns the paths.
+    Byte-identical for the same figure: no date in SVG/PDF metadata and SVG ids salted with `name`, so a rerun with the
+    same seed leaves published figures unchanged in git."""
+    import matplotlib
     paths = []
     for fmt in formats:
         p = Path(out_dir) / "figures" / f"{name}.{fmt}"
-        with atomic_path(p) as tmp: fig.savefig(tmp, format=fmt, dpi=dpi, bbox_inches="tight")
+        meta = {"Date": None} if fmt in ("svg", "pdf") else None
+        with atomic_path(p) as tmp, matplotlib.rc_context({"svg.hashsalt": name}):
+            fig.savefig(tmp, format=fmt, dpi=dpi, bbox_inches="tight", metadata=meta)
         paths.append(p)
     return paths

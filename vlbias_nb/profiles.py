@@ -46,7 +46,7 @@ PROFILES = {
                 "edit_steps": 500, "edit_size": 512, "edit_batch_size": 16, "knn_k": 50,
                 "dino_embedder": "facebook/dino-vitb16",
                 "bench_models": ["ViT-B-32/openai", "ViT-B-32/laion400m_e32", "ViT-B-32/laion2b_e16"],
-                "clip_clip_m": 100, "clip_clip_reference": True,
+                "clip_clip_m": 100, "clip_clip_reference": True, "fairface_root": "auto",
             },
             "prompt_array": {
                 "bias_model": "ViT-B-16/openai", "fit_planted": False, "n_real_images": 0, "n_downstream_images": 0,
@@ -82,6 +82,8 @@ PROFILES = {
                 "n_candidates": 100, "num_inference_steps": 50, "image_size": 512, "check_steps": 50,
                 "models": "ViT-B-32/openai,facebook/flava-full,ViT-B-32/laion2b_e16",
                 "nsfw_model": "Falconsai/nsfw_image_detection", "finetune_epochs": 5, "finetune_lr": 1e-5, "check_seeds": 5,
+                "visogender_root": "auto", "pata_root": "auto", "flickr30k_root": "auto", "cifar100_root": "auto",
+                "imagenet_root": "auto",
             },
         },
     },

@@ -20,7 +20,7 @@ from .zero_shot import AGARWAL_HARMFUL_CLASSES, PROMPT_ARRAY_TEMPLATE, zero_shot
 
 # %% auto #0
 __all__ = ['TRAIN_TEMPLATES', 'TRAIN_CONCEPTS', 'TEST_TEMPLATES', 'TEST_CONCEPTS', 'AUTHORS_PROMPT_CSV', 'WEAT_PAIRS',
-           'ADAPTATION_TARGETS', 'MODEL_OBJECTIVES', 'TOKENS_FORMAT', 'DEBIAS_PREFIX', 'DATA_ROOTS', 'PLANTED_COLORS',
+           'ADAPTATION_TARGETS', 'MODEL_OBJECTIVES', 'TOKENS_FORMAT', 'DEBIAS_PREFIX', 'PLANTED_COLORS',
            'PLANTED_SHAPES', 'PLANTED_OTHER_WORDS', 'make_prompts', 'train_prompts', 'test_prompts',
            'read_authors_prompts', 'compare_with_authors_csv', 'prompt_bias', 'aggregate_bias', 'random_ranking_bias',
            'weat_template_sensitivity', 'demographic_classnames', 'harmful_class_set', 'harmful_misclassification',
@@ -29,7 +29,7 @@ __all__ = ['TRAIN_TEMPLATES', 'TRAIN_CONCEPTS', 'TEST_TEMPLATES', 'TEST_CONCEPTS
            'DebiasSetup', 'adversary_step', 'model_step', 'DebiasConfig', 'DebiasResult', 'precomputed_features',
            'train_debias', 'DebiasedView', 'save_debias_tokens', 'read_debias_tokens', 'attach_debias_tokens',
            'load_debiased_model', 'parse_debias_name', 'image_features_of', 'itc_pairs_of', 'train_debias_on_faces',
-           'resolve_data_root', 'draw_shape', 'make_planted_pairs', 'planted_common_groups', 'planted_concept_groups',
+           'draw_shape', 'make_planted_pairs', 'planted_common_groups', 'planted_concept_groups',
            'planted_face_captions', 'pixels_of', 'fit_clip_on_pairs', 'text_to_image_recall']
 
 # %% ../nbs/17_prompt_array.ipynb #e4b91637
@@ -511,9 +511,7 @@ def parse_debias_name(name: str) -> tuple[str, str]:
 
 # %% ../nbs/17_prompt_array.ipynb #d6e0f00c
 from .embedding_cache import EmbeddingCache
-from .face_datasets import FaceDataset, face_images, FAIRFACE_ENV, UTKFACE_ENV, dataset_root as _face_root
-from .downstream import (FLICKR30K_ENV, IMAGENET_ENV, CIFAR100_ENV, dataset_root as _downstream_root,
-                                  missing as _missing_downstream)
+from .face_datasets import FaceDataset, face_images
 
 _DEFAULT_CACHE = object()
 
@@ -561,23 +559,6 @@ def train_debias_on_faces(vlm, faces: FaceDataset, config: DebiasConfig = Debias
             "faces": faces.name, "n_faces": len(faces), "attribute": attribute,
             "itc": None if itc is None else f"{type(itc).__name__}-{getattr(itc, 'split', '?')}: {len(itc_texts)} pairs"})
     return res
-
-# %% ../nbs/17_prompt_array.ipynb #cb99b7be
-DATA_ROOTS = {"fairface": (FAIRFACE_ENV, "fairface"), "utkface": (UTKFACE_ENV, "utkface"),
-              "flickr30k": (FLICKR30K_ENV, "flickr30k"), "imagenet": (IMAGENET_ENV, "imagenet"),
-              "cifar100": (CIFAR100_ENV, "cifar100")}
-
-def resolve_data_root(value, dataset: str) -> Path | None:
-    "`None` (or 'None') -> None (skip), a path -> that path, `'auto'` -> `$env` or the shared-data folder of `dataset` (must exist)."
-    if dataset not in DATA_ROOTS: raise ValueError(f"unknown data set {dataset!r}; one of {list(DATA_ROOTS)}")
-    if value is None or value == "None": return None
-    if not isinstance(value, (str, os.PathLike)): raise TypeError(f"{dataset} root must be None, a path or 'auto', got {value!r}")
-    if str(value) != "auto": return Path(value).expanduser()
-    env, rel = DATA_ROOTS[dataset]
-    if dataset in ("fairface", "utkface"): return _face_root(env, rel)
-    root = _downstream_root(None, env, rel)
-    if not root.is_dir(): raise _missing_downstream(root, env, dataset, f"{dataset} folder (root 'auto')")
-    return root
 
 # %% ../nbs/17_prompt_array.ipynb #2ebf99fc
 from PIL import Image, ImageDraw
