@@ -282,3 +282,20 @@ def test_analysis_notebook_real_data_section_on_fake_folders(tmp_path):
     real = pd.read_csv(d / "tables/tab2_real_faces.csv")
     assert set(real.model) == {"tiny-clip", "+ debias tokens (FairFace train)"} and set(real.data) == {"FairFace-val"}
     assert pd.read_csv(d / "tables/downstream_real.csv").model.tolist() == ["tiny-clip", "+ debias tokens (FairFace train)"]
+
+def test_released_debias_tokens_by_zoo_name(tmp_path, monkeypatch):
+    "The authors' released tokens load by zoo name from $VLBIAS_MODELS/debias; missing file without downloads: clear error."
+    import torch
+    from vlbias_nb.models import load_model, MissingWeightsError
+    from vlbias_nb.prompt_array import RELEASED_DEBIAS_TOKENS, DebiasedView
+    monkeypatch.setenv("VLBIAS_MODELS", str(tmp_path)); monkeypatch.setenv("VLBIAS_ALLOW_DOWNLOAD", "0")
+    monkeypatch.setitem(RELEASED_DEBIAS_TOKENS, "test-tiny", dict(base="tiny-clip", n_tokens=2, attribute="gender",
+                                                                  sha256=None, url="http://example.org/a/tiny_tokens.pt"))
+    with pytest.raises(MissingWeightsError, match="tiny_tokens.pt"): load_model("debias:tiny-clip:test-tiny", device="cpu")
+    base = load_model("tiny-clip", device="cpu")
+    tok = torch.randn(2, base.model.token_embedding.weight.shape[1], generator=torch.Generator().manual_seed(0))
+    (tmp_path / "debias").mkdir(); torch.save(tok, tmp_path / "debias" / "tiny_tokens.pt")
+    dm = load_model("debias:tiny-clip:test-tiny", device="cpu")
+    q = ["A photo of a criminal person"]
+    np.testing.assert_allclose(dm.encode_text(q), DebiasedView(base, tok).encode_text(q), atol=1e-6)
+    assert np.abs(dm.encode_text(q) - base.encode_text(q)).max() > 1e-3

@@ -47,6 +47,7 @@ PROFILES = {
                 "dino_embedder": "facebook/dino-vitb16",
                 "bench_models": ["ViT-B-32/openai", "ViT-B-32/laion400m_e32", "ViT-B-32/laion2b_e16"],
                 "clip_clip_m": 100, "clip_clip_reference": True, "fairface_root": "auto",
+                "debiasclip_model": "debias:ViT-B-16/openai:oxai-vit-b-16-gender",
             },
             "prompt_array": {
                 "bias_model": "ViT-B-16/openai", "fit_planted": False, "n_real_images": 0, "n_downstream_images": 0,

@@ -20,17 +20,18 @@ from .zero_shot import AGARWAL_HARMFUL_CLASSES, PROMPT_ARRAY_TEMPLATE, zero_shot
 
 # %% auto #0
 __all__ = ['TRAIN_TEMPLATES', 'TRAIN_CONCEPTS', 'TEST_TEMPLATES', 'TEST_CONCEPTS', 'AUTHORS_PROMPT_CSV', 'WEAT_PAIRS',
-           'ADAPTATION_TARGETS', 'MODEL_OBJECTIVES', 'TOKENS_FORMAT', 'DEBIAS_PREFIX', 'PLANTED_COLORS',
-           'PLANTED_SHAPES', 'PLANTED_OTHER_WORDS', 'make_prompts', 'train_prompts', 'test_prompts',
+           'ADAPTATION_TARGETS', 'MODEL_OBJECTIVES', 'TOKENS_FORMAT', 'RELEASED_DEBIAS_TOKENS', 'DEBIAS_PREFIX',
+           'PLANTED_COLORS', 'PLANTED_SHAPES', 'PLANTED_OTHER_WORDS', 'make_prompts', 'train_prompts', 'test_prompts',
            'read_authors_prompts', 'compare_with_authors_csv', 'prompt_bias', 'aggregate_bias', 'random_ranking_bias',
            'weat_template_sensitivity', 'demographic_classnames', 'harmful_class_set', 'harmful_misclassification',
            'harmful_misclassification_rates', 'zero_pad_tokens', 'prompted_text_features', 'PromptTokens',
            'adaptation_parameters', 'image_tower_trainable', 'Adversary', 'similarity_logits', 'itc_loss',
            'DebiasSetup', 'adversary_step', 'model_step', 'DebiasConfig', 'DebiasResult', 'precomputed_features',
            'train_debias', 'DebiasedView', 'save_debias_tokens', 'read_debias_tokens', 'attach_debias_tokens',
-           'load_debiased_model', 'parse_debias_name', 'image_features_of', 'itc_pairs_of', 'train_debias_on_faces',
-           'draw_shape', 'make_planted_pairs', 'planted_common_groups', 'planted_concept_groups',
-           'planted_face_captions', 'pixels_of', 'fit_clip_on_pairs', 'text_to_image_recall']
+           'load_debiased_model', 'parse_debias_name', 'released_tokens_file', 'read_released_tokens',
+           'attach_released_tokens', 'image_features_of', 'itc_pairs_of', 'train_debias_on_faces', 'draw_shape',
+           'make_planted_pairs', 'planted_common_groups', 'planted_concept_groups', 'planted_face_captions',
+           'pixels_of', 'fit_clip_on_pairs', 'text_to_image_recall']
 
 # %% ../nbs/17_prompt_array.ipynb #e4b91637
 TRAIN_TEMPLATES = ["A photo of a {} person"]
@@ -495,8 +496,15 @@ def attach_debias_tokens(vlm, path, strict_weights: bool = False) -> DebiasedVie
         warnings.warn(msg)
     return DebiasedView(vlm, d["tokens"].to(vlm.device, vlm.dtype), source=str(path))
 
+RELEASED_DEBIAS_TOKENS = {   # the authors' releases (see below): key -> base zoo model, number of tokens, attribute, URL, SHA-256 (None: not yet pinned)
+    "oxai-vit-b-16-gender": dict(base="ViT-B-16/openai", n_tokens=2, attribute="gender", sha256=None,
+        url="http://www.robots.ox.ac.uk/~maxbain/oxai-bias/best_ndkl_oai-clip-vit-b-16_neptune_run_OXVLB-317_model_e4_step_5334_embeddings.pt"),
+}
+
 def load_debiased_model(base_name: str, tokens_path, **load_kw) -> DebiasedView:
-    "A DebiasCLIP: zoo model `base_name` (loaded with `vlbias_nb.models.load_model(**load_kw)`) with saved debias tokens."
+    """A DebiasCLIP: zoo model `base_name` (loaded with `vlbias_nb.models.load_model(**load_kw)`) with saved debias
+    tokens — a file written by `save_debias_tokens`, or the key of the authors' released tokens (`RELEASED_DEBIAS_TOKENS`)."""
+    if str(tokens_path) in RELEASED_DEBIAS_TOKENS: return attach_released_tokens(load_model(base_name, **load_kw), str(tokens_path))
     return attach_debias_tokens(load_model(base_name, **load_kw), tokens_path)
 
 DEBIAS_PREFIX = "debias:"
@@ -510,6 +518,47 @@ def parse_debias_name(name: str) -> tuple[str, str]:
     return base, path
 
 # %% ../nbs/17_prompt_array.ipynb #d6e0f00c
+from .models import models_dir, downloads_allowed, MissingWeightsError, ALLOW_DOWNLOAD_ENV, MODELS_ENV
+
+def released_tokens_file(key: str, allow_download: bool | None = None) -> Path:
+    "Local file of the released debias tokens `key`: `$VLBIAS_MODELS/debias/<file name>`, downloaded there if allowed."
+    if key not in RELEASED_DEBIAS_TOKENS: raise KeyError(f"unknown released debias tokens {key!r}; known: {list(RELEASED_DEBIAS_TOKENS)}")
+    r = RELEASED_DEBIAS_TOKENS[key]
+    folder = models_dir() / "debias"; dest = folder / r["url"].rsplit("/", 1)[-1]
+    if dest.is_file(): return dest
+    if not downloads_allowed(allow_download):
+        raise MissingWeightsError(f"Released debias tokens {key!r} are not at {dest}. Download {r['url']} there (or set "
+                                  f"{MODELS_ENV} to the folder holding debias/), or allow downloading with {ALLOW_DOWNLOAD_ENV}=1.")
+    import pooch
+    from filelock import FileLock
+    folder.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(dest) + ".lock"):
+        if not dest.is_file():
+            got = Path(pooch.retrieve(r["url"], known_hash=r["sha256"] and f"sha256:{r['sha256']}", fname=dest.name,
+                                      path=folder, progressbar=True))
+            if r["sha256"] is None: print(f"{key}: sha256 {pooch.file_hash(str(got))} (pin it in RELEASED_DEBIAS_TOKENS)")
+    return dest
+
+def read_released_tokens(path, n_tokens: int, width: int) -> torch.Tensor:
+    "The `(n_tokens, width)` token embeddings in a released file (a bare tensor or an `nn.Embedding` state dict)."
+    t = torch.load(Path(path), map_location="cpu", weights_only=True)
+    if isinstance(t, dict): t = t.get("weight", t.get("debias_tokens.weight"))
+    if not isinstance(t, torch.Tensor) or tuple(t.shape) != (n_tokens, width):
+        raise ValueError(f"{path} does not hold a ({n_tokens}, {width}) debias-token tensor "
+                         f"(found {tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__})")
+    return t.float()
+
+def attach_released_tokens(vlm, key: str, allow_download: bool | None = None) -> DebiasedView:
+    "The authors' released DebiasCLIP: zoo model `vlm` (it must be the release's base model) with their tokens."
+    if key not in RELEASED_DEBIAS_TOKENS: raise KeyError(f"unknown released debias tokens {key!r}; known: {list(RELEASED_DEBIAS_TOKENS)}")
+    r = RELEASED_DEBIAS_TOKENS[key]
+    if vlm.name != r["base"]:
+        raise ValueError(f"released debias tokens {key!r} were trained on {r['base']!r}, not on model {vlm.name!r}")
+    width = _text_tower(vlm.model).token_embedding.weight.shape[1]
+    tokens = read_released_tokens(released_tokens_file(key, allow_download), r["n_tokens"], width)
+    return DebiasedView(vlm, tokens.to(vlm.device, vlm.dtype), source=f"{key} ({r['url']})")
+
+# %% ../nbs/17_prompt_array.ipynb #c4e5c172
 from .embedding_cache import EmbeddingCache
 from .face_datasets import FaceDataset, face_images
 
