@@ -180,7 +180,7 @@ def run_notebook(path, profile: str = "smoke", overrides: dict | None = None, ou
         pidx = src_nb.cells.index(parameters_cell(src_nb))
         cell_no = e.cell_index if e.cell_index > pidx else e.cell_index + 1  # 1-based, in the source notebook
         raise NotebookFailed(f"Notebook {name!r} ({path}) failed in cell {cell_no} of {len(src_nb.cells)} "
-                             f"(starting {first[0][:60] if first else ''!r}): {e.ename}: {e.evalue}. The partial executed notebook is kept at {failed / out_nb.name}; "
+                             f"(starting {first[0][:60] if first else ''!r}): {e.ename}: {str(e.evalue).rstrip('.')}. The partial executed notebook is kept at {failed / out_nb.name}; "
                              f"outputs of earlier successful runs in {final} are untouched.") from None
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
