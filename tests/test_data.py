@@ -83,3 +83,49 @@ def test_data_roots_auto_none_and_path(tmp_path, monkeypatch):
         (tmp_path / "no-shared-data" / name).mkdir(parents=True)
         assert resolve_data_root("auto", name) == tmp_path / "no-shared-data" / name   # the shared-data default
         monkeypatch.setenv(env, str(tmp_path)); assert resolve_data_root("auto", name) == tmp_path
+
+# ---------------------------------------------------------------- pinned downloads (pooch), without network
+import zipfile, pooch
+import vlbias_nb.data as data_mod
+
+def _fake_archive(path, members):
+    with zipfile.ZipFile(path, "w") as z:
+        for name, text in members.items(): z.writestr(f"annotations/{name}", text)
+    return path
+
+def test_coco2017_source_extracts_member_through_pooch(tmp_path, monkeypatch):
+    "`coco2017:MEMBER` fetches the official archive once (URL and MD5 pinned) and extracts the member atomically."
+    calls = []
+    def fake_retrieve(url, known_hash, fname, path, progressbar):
+        calls.append((url, known_hash, fname))
+        return str(_fake_archive(Path(path) / fname, {"instances_val2017.json": json.dumps(GOOD)}))
+    monkeypatch.setattr(pooch, "retrieve", fake_retrieve)
+    monkeypatch.setenv("VLBIAS_DOWNLOADS", str(tmp_path))
+    out = coco_annotation_file("coco2017:instances_val2017.json")
+    assert out == tmp_path / "annotations" / "instances_val2017.json" and json.loads(out.read_text()) == GOOD
+    url, md5, _ = data_mod.COCO_2017_FILES["annotations_trainval2017.zip"]
+    assert calls == [(url, f"md5:{md5}", "annotations_trainval2017.zip")]
+    assert coco_annotation_file("coco2017:instances_val2017.json") == out and len(calls) == 1   # cached, not refetched
+
+def test_coco2017_member_with_wrong_md5_is_refused(tmp_path, monkeypatch):
+    "An extracted captions file that is not the official one (md5 pinned) is refused, naming the file."
+    monkeypatch.setattr(pooch, "retrieve", lambda url, known_hash, fname, path, progressbar:
+                        str(_fake_archive(Path(path) / fname, {"captions_val2017.json": json.dumps(GOOD)})))
+    monkeypatch.setenv("VLBIAS_DOWNLOADS", str(tmp_path))
+    with pytest.raises(CocoFormatError, match="captions_val2017.json does not match the official md5"):
+        coco_annotation_file("coco2017:captions_val2017.json")
+
+def test_failed_download_says_where_to_put_the_file(tmp_path, monkeypatch):
+    def offline(*a, **k): raise ConnectionError("no network")
+    monkeypatch.setattr(pooch, "retrieve", offline)
+    with pytest.raises(MissingDataError) as e: data_mod.fetch_coco_archive("annotations_trainval2017.zip", dest=tmp_path)
+    msg = str(e.value)
+    assert "annotations_trainval2017.zip" in msg and str(tmp_path) in msg and "f4bbac642086de4f52a3fdda2de5fa2c" in msg
+    with pytest.raises(KeyError, match="Unknown COCO archive"): data_mod.fetch_coco_archive("train2099.zip", dest=tmp_path)
+
+def test_missing_annotation_file_names_the_fetch(tmp_path):
+    with pytest.raises(MissingDataError, match="coco2017:captions_val2017.json"): load_coco_captions(tmp_path / "x.json")
+
+def test_truncated_instances_file_is_named(tmp_path):
+    p = _w(tmp_path / "instances.json", '{"images": [{"id": 1, "file_name": "a.jpg", "width": 4, "height": 4}], "annot')
+    with pytest.raises(CocoFormatError, match="instances.json is not valid JSON"): load_coco_instances(p)

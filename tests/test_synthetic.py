@@ -36,3 +36,26 @@ def test_deterministic_and_written(tmp_path):
 def test_bad_config():
     with pytest.raises(ValueError, match="male_share"):
         make_planted_coco([PlantedContext("x", ["a"], ["b"], ["c"], 1.5)])
+
+@settings(max_examples=20, deadline=None)
+@given(st.lists(st.floats(0.05, 0.95), min_size=2, max_size=5), st.floats(0.2, 0.8), st.integers(0, 10**6))
+def test_overall_imbalance_is_planted(shares, target, seed):
+    "overall_male_share sets the male share of all gendered images; context order is kept; truth reports both."
+    ctxs = [PlantedContext(f"c{i}", ["holding"], ["ball"], ["outside"], male_share=s) for i, s in enumerate(shares)]
+    p = make_planted_coco(ctxs, n_images=1000, seed=seed, overall_male_share=target)
+    ov, ct = p.overall_truth(), p.context_truth()
+    assert ov["planted_male_share"] == pytest.approx(target, abs=0.01)
+    assert ov["realised_male_share"] == pytest.approx(target, abs=0.01)
+    assert ov["n_male"] + ov["n_female"] + ov["n_undefined"] == 1000
+    order_in = np.argsort(shares, kind="stable"); planted = ct.planted_male_share.to_numpy()
+    assert (np.diff(planted[order_in]) >= -1e-12).all()
+
+def test_instances_round_trip_and_boxes_inside_images(tmp_path):
+    from vlbias_nb.data import load_coco_instances
+    p = make_planted_coco(n_images=30, seed=2, image_dir=tmp_path / "img", image_size=64)
+    paths = write_planted_coco(p, tmp_path)
+    inst = load_coco_instances(paths["instances"])
+    assert inst.person_counts().tolist() == [1] * 30
+    for iid in p.truth.image_id:
+        for x, y, w, h in inst.person_boxes(int(iid)):
+            assert 0 <= x and 0 <= y and w > 0 and h > 0 and x + w <= 64 and y + h <= 64

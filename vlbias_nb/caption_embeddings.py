@@ -152,7 +152,7 @@ def load_sentence_encoder(name: str = DEFAULT_TEXT_ENCODER, backend: str = "auto
     if folder is not None:
         return _load_backend(str(name), str(folder), found if backend == "auto" else backend, device, local=True)
     if not downloads_allowed(allow_download):
-        raise EncoderUnavailableError(encoder_missing_message(name, f"downloading is turned off (allow_download=False or {ALLOW_DOWNLOAD_ENV}=0)"))
+        raise EncoderUnavailableError(encoder_missing_message(name, f"downloading is turned off (set {ALLOW_DOWNLOAD_ENV}=1 or pass allow_download=True to allow it)"))
     if not host_reachable(hub_endpoint()):
         raise EncoderUnavailableError(encoder_missing_message(name, "the Hugging Face hub cannot be reached (no internet?)"))
     found = _remote_backend(str(name)) if backend == "auto" else backend

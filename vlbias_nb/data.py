@@ -28,7 +28,7 @@ def read_coco_json(path: str | os.PathLike, required: Iterable[str] = ("images",
     path = Path(path)
     if not path.exists():
         raise MissingDataError(f"COCO annotation file {path} does not exist. Check the path, or set VLBIAS_DATA / "
-                               f"download the official annotations (see `fetch_coco_annotations`).")
+                               f"fetch the official annotations with `coco_annotation_file('coco2017:captions_val2017.json')`.")
     try: d = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:
         raise CocoFormatError(f"{path} is not valid JSON (line {e.lineno}, column {e.colno}: {e.msg}); the file is "

@@ -184,12 +184,21 @@ def attribute_counts_at_k(S, attrs, k: int, undefined: str = "drop", n_values: i
     return _out(_count_codes(_defined_top_k(S, a, _check_k(k), undefined), A), squeeze)
 
 # %% ../nbs/05_metrics.ipynb #4c0c8dcf
-def bias_at_k(S, attrs, k: int, male: int = 0, female: int = 1) -> np.ndarray:
+def _gender_codes(attrs, male, female):
+    "`(codes, male, female)`: string labels mapped to 0 = `male` label, 1 = `female` label (default 'male'/'female')."
+    if isinstance(attrs, np.ndarray) and attrs.dtype.kind in "iu": return attrs, male, female
+    flat = np.asarray(attrs, dtype=object).ravel()
+    if all(isinstance(x, (int, np.integer)) and not isinstance(x, bool) for x in flat): return attrs, male, female
+    labels = [male if isinstance(male, str) else "male", female if isinstance(female, str) else "female"]
+    return encode_attributes(attrs, values=labels)[0], 0, 1
+def bias_at_k(S, attrs, k: int, male=0, female=1) -> np.ndarray:
     """Signed gender bias delta_K(q) = (N_m - N_f) / (N_m + N_f) of each query's top `k` (0 if no gendered item).
 
-    GenSynth eq. 1 (Bias@K is the mean over queries). Items whose code is neither `male` nor `female` count as neither;
-    the top K is over all items."""
+    GenSynth eq. 1 (Bias@K is the mean over queries). `attrs` are integer codes (`male`/`female` name the codes) or
+    string labels (`male`/`female` name the labels; default "male"/"female"; other labels must be undefined ones).
+    Items of any other code count as neither; the top K is over all items."""
     S, squeeze = _scores2d(S)
+    attrs, male, female = _gender_codes(attrs, male, female)
     a, _ = _attrs2d(attrs, S.shape)
     c = _gather(a, _top_k(S, _check_k(k), sort=None))
     m, f = (c == male).sum(1), (c == female).sum(1)

@@ -233,9 +233,9 @@ def host_reachable(url: str, timeout: float = 3.0) -> bool:
     except OSError: return False
 
 def downloads_allowed(allow_download: bool | None = None) -> bool:
-    "`allow_download` if given, else `$VLBIAS_ALLOW_DOWNLOAD` (default on; `0`, `false`, `no` turn it off)."
+    "`allow_download` if given, else `$VLBIAS_ALLOW_DOWNLOAD` (default off: only `1`, `true`, `yes`, `on` allow downloads)."
     if allow_download is not None: return bool(allow_download)
-    return os.environ.get(ALLOW_DOWNLOAD_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+    return os.environ.get(ALLOW_DOWNLOAD_ENV, "0").strip().lower() in ("1", "true", "yes", "on")
 
 def _download_host(spec: ModelSpec) -> str:
     if spec.family == "open_clip" and spec.tag:
@@ -291,7 +291,7 @@ def ensure_weights(spec: ModelSpec, allow_download: bool | None = None, cache_di
     if (w := locate_weights(spec, cache_dir)) is not None: return w
     if spec.checkpoint: raise MissingWeightsError(missing_weights_message(spec, "a local checkpoint cannot be downloaded"))
     if not downloads_allowed(allow_download):
-        raise MissingWeightsError(missing_weights_message(spec, f"downloading is turned off (allow_download=False or {ALLOW_DOWNLOAD_ENV}=0)"))
+        raise MissingWeightsError(missing_weights_message(spec, f"downloading is turned off (set {ALLOW_DOWNLOAD_ENV}=1 or pass allow_download=True to allow it)"))
     host = _download_host(spec)
     if not host_reachable(host):
         raise MissingWeightsError(missing_weights_message(spec, f"the download host {urlparse(host).hostname} cannot be reached (no internet?)"))
@@ -340,7 +340,8 @@ def as_device(device: str | torch.device | None = "auto") -> torch.device:
 def to_pil(x) -> Image.Image:
     "An RGB PIL image from a path, a PIL image or an `HxWx3` uint8 array."
     if isinstance(x, (str, os.PathLike)):
-        with Image.open(x) as im: return im.convert("RGB")
+        from vlbias_nb.data import load_image         # names the file when it is missing or corrupt
+        return load_image(x)
     if isinstance(x, Image.Image): return x.convert("RGB")
     if isinstance(x, np.ndarray): return Image.fromarray(x).convert("RGB")
     raise TypeError(f"Cannot read an image from {type(x).__name__}; give a path, a PIL image or an HxWx3 array.")

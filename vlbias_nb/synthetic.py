@@ -5,7 +5,7 @@
 # %% ../nbs/03_synthetic.ipynb #ecb29bc5
 from __future__ import annotations
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 import numpy as np
 import pandas as pd
@@ -14,7 +14,8 @@ from .paths import atomic_path
 from .data import CocoCaptions, CocoInstances, load_coco_captions, load_coco_instances, PERSON_CATEGORY_ID
 
 # %% auto #0
-__all__ = ['DEFAULT_CONTEXTS', 'PlantedContext', 'PlantedCoco', 'make_planted_coco', 'write_planted_coco']
+__all__ = ['DEFAULT_CONTEXTS', 'PlantedContext', 'PlantedCoco', 'with_overall_male_share', 'make_planted_coco',
+           'write_planted_coco']
 
 # %% ../nbs/03_synthetic.ipynb #ca4c6cf5
 @dataclass
@@ -69,6 +70,35 @@ class PlantedCoco:
                              planted_male_share=c.male_share, realised_male_share=nm / max(nm + nf, 1)))
         return pd.DataFrame(rows)
 
+    def overall_truth(self) -> dict:
+        "The overall imbalance: planted and realised male share among all gendered images, with the counts."
+        ct = self.context_truth()
+        ng = ct.n_male + ct.n_female
+        return dict(n_male=int(ct.n_male.sum()), n_female=int(ct.n_female.sum()), n_undefined=int(ct.n_undefined.sum()),
+                    planted_male_share=float((ct.planted_male_share * ng).sum() / max(ng.sum(), 1)),
+                    realised_male_share=float(ct.n_male.sum() / max(ng.sum(), 1)))
+
+def with_overall_male_share(contexts, overall_male_share: float, weights=None) -> list:
+    """The contexts with their male shares moved by one common shift in log-odds so that their weighted mean (weights:
+    the contexts' `weight`, i.e. their share of gendered images) is `overall_male_share`; the order of the contexts'
+    shares and shares of exactly 0 or 1 are kept. Bisection on the shift, which the weighted mean increases with."""
+    if not 0 < overall_male_share < 1: raise ValueError(f"overall_male_share must be in (0, 1), got {overall_male_share}")
+    s = np.array([c.male_share for c in contexts], float)
+    w = np.array([c.weight for c in contexts] if weights is None else weights, float); w = w / w.sum()
+    inner = (s > 0) & (s < 1)
+    fixed = (w * s)[~inner].sum()
+    if not inner.any() or not fixed < overall_male_share < fixed + w[inner].sum():
+        raise ValueError(f"overall_male_share {overall_male_share} cannot be reached from shares {s.tolist()} "
+                         f"(contexts with share 0 or 1 stay fixed)")
+    logit = np.log(s[inner] / (1 - s[inner]))
+    def mean_at(d): return fixed + (w[inner] / (1 + np.exp(-(logit + d)))).sum()
+    lo, hi = -50.0, 50.0
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if mean_at(mid) < overall_male_share else (lo, mid)
+    s[inner] = 1 / (1 + np.exp(-(logit + (lo + hi) / 2)))
+    return [replace(c, male_share=float(v)) for c, v in zip(contexts, s)]
+
 def _allocate(n: int, weights) -> np.ndarray:
     "Split `n` into integer parts proportional to `weights` (largest remainder)."
     w = np.asarray(weights, float) / np.sum(weights)
@@ -96,12 +126,16 @@ def _image_captions(rng, ctx, gender, k) -> list:
 
 # %% ../nbs/03_synthetic.ipynb #a302cd2e
 def make_planted_coco(contexts=None, n_images: int = 600, undefined_share: float = 0.5, captions_per_image: int = 5,
-                      seed: int = 0, image_dir=None, image_size: int = 96) -> PlantedCoco:
-    "Seeded COCO-format captions (and images with person boxes if `image_dir` is given) with planted gender shares."
+                      seed: int = 0, image_dir=None, image_size: int = 96, overall_male_share: float | None = None) -> PlantedCoco:
+    """Seeded COCO-format captions (and images with person boxes if `image_dir` is given) with planted gender shares.
+
+    `overall_male_share` (optional) sets the overall imbalance: the contexts' shares are shifted together in log-odds
+    (`with_overall_male_share`) so that all gendered images are that share male; the shifted shares are the truth."""
     contexts = list(DEFAULT_CONTEXTS if contexts is None else contexts)
     if not contexts: raise ValueError("contexts must not be empty")
     for c in contexts:
         if not 0 <= c.male_share <= 1: raise ValueError(f"context {c.name!r}: male_share must be in [0, 1], got {c.male_share}")
+    if overall_male_share is not None: contexts = with_overall_male_share(contexts, overall_male_share)
     if not 0 <= undefined_share < 1: raise ValueError(f"undefined_share must be in [0, 1), got {undefined_share}")
     rng = np.random.default_rng(seed)
     sizes = _allocate(n_images, [c.weight for c in contexts])
