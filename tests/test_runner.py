@@ -124,3 +124,25 @@ def test_parameters_cells_are_readable_by_papermill():
         bad = [l for l in cell.source.splitlines() if l.count("=") > 1]
         assert not bad, (name, bad)
         assert {p.name for p in PythonTranslator.inspect(cell)} == set(notebook_parameters(path)), name
+
+def test_reproduce_stops_at_the_failing_notebook(tmp_path):
+    "A failing notebook stops `reproduce`: later notebooks are not run, earlier outputs stay, the failure is named."
+    folder = tmp_path / "nbs"
+    _nb(folder, "01_first.ipynb", ["n = 1\nvalue = 1.5\nout_dir = None", WRITE])
+    _nb(folder, "02_broken.ipynb", ["n = 1\nvalue = 1.5\nout_dir = None", "raise ValueError('planted failure')"])
+    _nb(folder, "03_after.ipynb", ["n = 1\nvalue = 1.5\nout_dir = None", WRITE])
+    out = tmp_path / "out"
+    with pytest.raises(NotebookFailed, match=r"Notebook 'broken' .*ValueError: planted failure"):
+        reproduce(folder=folder, out_root=out, progress=False)
+    assert (out / "first/tables/values.csv").exists()
+    assert (out / "failed/broken/broken.ipynb").exists()
+    assert not (out / "after").exists()
+
+def test_kernel_death_keeps_the_partial_notebook(tmp_path):
+    "A notebook whose kernel dies (not a cell error) also keeps what it wrote, under failed/, and names the notebook."
+    folder = tmp_path / "nbs"
+    p = _nb(folder, "01_dies.ipynb", ["n = 1\nvalue = 1.5\nout_dir = None", WRITE, "import os; os._exit(1)"])
+    out = tmp_path / "out"
+    with pytest.raises(NotebookFailed, match=r"Notebook 'dies' .* stopped"):
+        run_notebook(p, out_root=out, progress=False)
+    assert (out / "failed/dies/tables/values.csv").exists()

@@ -182,9 +182,14 @@ def run_notebook(path, profile: str = "smoke", overrides: dict | None = None, ou
         raise NotebookFailed(f"Notebook {name!r} ({path}) failed in cell {cell_no} of {len(src_nb.cells)} "
                              f"(starting {first[0][:60] if first else ''!r}): {e.ename}: {str(e.evalue).rstrip('.')}. The partial executed notebook is kept at {failed / out_nb.name}; "
                              f"outputs of earlier successful runs in {final} are untouched.") from None
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+    except BaseException as e:                        # kernel death, interrupt, ...: keep what was executed too
+        failed = out_root / "failed" / name
+        failed.parent.mkdir(parents=True, exist_ok=True)
+        if failed.exists(): shutil.rmtree(failed)
+        staging.rename(failed)
+        if not isinstance(e, Exception): raise
+        raise NotebookFailed(f"Notebook {name!r} ({path}) stopped: {type(e).__name__}: {str(e).rstrip('.')}. Whatever it "
+                             f"wrote is kept in {failed}; outputs of earlier successful runs in {final} are untouched.") from e
     if html: write_notebook_html(out_nb)
     write_json_atomic(staging / "run.json", {**_run_key(path, profile, params), "seconds": round(time.time() - t0, 1),
                                             "finished": time.strftime("%Y-%m-%dT%H:%M:%S")})
