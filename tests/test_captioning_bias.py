@@ -85,6 +85,9 @@ def test_lic_is_deterministic_given_the_seed(planted):
     kw = dict(config=FAST.__class__(**{**FAST.__dict__, "epochs": 1}), n_runs=2, seed=5, human_captions_per_image=1, progress=False)
     a, b = lic_over_runs(human, fa, labels, **kw), lic_over_runs(human, fa, labels, **kw)
     assert a.summary == b.summary
+    c = lic_over_runs(human, fa, labels, n_jobs=2, **kw)          # f* and f_hat trained in two worker processes
+    np.testing.assert_allclose(c.probs_model, a.probs_model, atol=1e-6)
+    np.testing.assert_allclose(c.probs_data, a.probs_data, atol=1e-6)
 
 
 @requires_shared("coco/annotations/captions_val2017.json")

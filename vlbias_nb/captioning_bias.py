@@ -446,14 +446,26 @@ class LICResult:
 def _codes(ids, labels, values):
     return np.array([values.index(labels[i]) for i in ids])
 
+def _fit_and_score(config, n_classes, seed, train_tokens, train_labels, test_tokens, progress=False, desc="train"):
+    "`(posteriors on test_tokens, fitted classifier)` of one LIC classifier."
+    clf = CaptionAttributeClassifier(config, n_classes, seed=seed).fit(train_tokens, train_labels, progress, desc)
+    return clf.predict_proba(test_tokens), clf
+
+def _fit_and_score_all(jobs, n_jobs: int = 1) -> list:
+    "`_fit_and_score` of each job, in order; in `n_jobs` worker processes (joblib) when `n_jobs` > 1."
+    if n_jobs <= 1 or len(jobs) == 1: return [_fit_and_score(*j) for j in jobs]
+    from joblib import Parallel, delayed
+    return Parallel(n_jobs=min(n_jobs, len(jobs)))(delayed(_fit_and_score)(*j[:6]) for j in jobs)
+
 def lic_over_runs(human: dict, generated: dict, labels: dict, config: ClassifierConfig | None = None, n_runs: int = 10,
                   seed: int = 0, test_ratio: float = 0.1, mask: bool = True, align_vocabulary: bool = True,
                   human_captions_per_image: int = 5, progress: bool | str = True, keep_classifiers: bool = False,
-                  name: str = "model") -> LICResult:
+                  name: str = "model", n_jobs: int = 1) -> LICResult:
     """LIC_M, LIC_D and LIC (LIC eqs. 9-11, x100) of the captions `generated` `{image_id: caption}` against the human
     captions `human` `{image_id: [captions]}`, for the attribute `labels` `{image_id: value}`, over `n_runs` seeded
     runs of balanced split + classifier training (LIC §4-5). `progress`: a bar over runs (True), also over each
-    classifier's epochs ('epochs'), or none (False)."""
+    classifier's epochs ('epochs'), or none (False). `n_jobs` > 1 trains a run's classifiers (f* per human caption,
+    f_hat) in that many worker processes at once; each is seeded on its own, so the result does not depend on it."""
     config = config or ClassifierConfig()
     ep_bar = progress == "epochs"
     labels = match_inputs(human, {name: generated}, labels)
@@ -476,16 +488,14 @@ def lic_over_runs(human: dict, generated: dict, labels: dict, config: Classifier
         s = seed + r
         train, test = balanced_split(labels, test_ratio, s, values)
         ytr, yte = _codes(train, labels, values), _codes(test, labels, values)
-        pd_runs = []
-        for k in range(K):
-            f_star = CaptionAttributeClassifier(config, len(values), seed=s * 1000 + k).fit(
-                [hum_tok[i][k % len(hum_tok[i])] for i in train], ytr, ep_bar, f"f* caption {k}")
-            pd_runs.append(f_star.predict_proba([hum_tok[i][k % len(hum_tok[i])] for i in test]))
-            if r == 0 and k == 0 and keep_classifiers: keep_h = f_star
-        f_hat = CaptionAttributeClassifier(config, len(values), seed=s * 1000 + 999).fit(
-            [gen_tok[i] for i in train], ytr, ep_bar, "f_hat")
-        pm = f_hat.predict_proba([gen_tok[i] for i in test])
-        if r == 0 and keep_classifiers: keep_m = f_hat
+        jobs = [(config, len(values), s * 1000 + k, [hum_tok[i][k % len(hum_tok[i])] for i in train], ytr,
+                 [hum_tok[i][k % len(hum_tok[i])] for i in test], ep_bar, f"f* caption {k}") for k in range(K)]
+        jobs.append((config, len(values), s * 1000 + 999, [gen_tok[i] for i in train], ytr, [gen_tok[i] for i in test],
+                     ep_bar, "f_hat"))
+        fitted = _fit_and_score_all(jobs, n_jobs)
+        pd_runs = [p for p, _ in fitted[:K]]
+        pm = fitted[K][0]
+        if r == 0 and keep_classifiers: keep_h, keep_m = fitted[0][1], fitted[K][1]
         P_m.append(pm); Y_m.append(yte); P_d.append(np.concatenate(pd_runs)); Y_d.append(np.tile(yte, K)); tests.append(test)
         rows.append({"run": r, "seed": s, "LIC_M": lic_score(pm, yte, 100), "LIC_D": lic_score(P_d[-1], Y_d[-1], 100),
                      "acc_M": 100 * leakage_accuracy(pm, yte), "acc_D": 100 * leakage_accuracy(P_d[-1], Y_d[-1]),
@@ -589,11 +599,8 @@ def content_words(words: Sequence[str], captions: Sequence[str] = (), pos_model:
     if pos_model is None:
         stop = _stop_words()
         return [w for w in words if w not in stop and w.isalpha()]
-    import spacy
-    try: nlp = spacy.load(pos_model, disable=["parser", "ner", "lemmatizer"])
-    except OSError as e:
-        raise MissingDataError(f"spaCy pipeline {pos_model!r} is not installed ({e}); install it "
-                               f"(python -m spacy download {pos_model}) or use pos_model=None (stop-word filter).") from None
+    from vlbias_nb.text import load_spacy
+    nlp = load_spacy(pos_model, disable=("parser", "ner", "lemmatizer"), parameter="pos_model")
     tags = {w: Counter() for w in words}
     for doc in nlp.pipe([c.lower() for c in captions[:max_captions]], batch_size=256):
         for t in doc:

