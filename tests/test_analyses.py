@@ -69,3 +69,14 @@ def test_coco_analyses_run_on_planted_data_alone(name, tmp_path, monkeypatch):
     monkeypatch.setenv("VLBIAS_DATA", str(tmp_path / "no-shared-data"))
     d = run_notebook(NOTEBOOKS[name], "smoke", out_root=tmp_path / "out", progress=False, html=False)
     CHECKS[name](d)
+
+def test_generation_folder_is_kept_and_a_rerun_resumes(tmp_path):
+    "With generation_dir set, generated images outlive the run: a rerun regenerates nothing (same files, same bytes)."
+    gen = tmp_path / "generated"
+    ov = {"generation_dir": str(gen)}
+    run_notebook(NOTEBOOKS["social_counterfactuals"], "smoke", ov, out_root=tmp_path / "a", progress=False, html=False)
+    first = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in gen.rglob("*.png")}
+    assert first and (gen / "manifest.sqlite").exists()
+    d = run_notebook(NOTEBOOKS["social_counterfactuals"], "smoke", ov, out_root=tmp_path / "b", progress=False, html=False)
+    assert {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in gen.rglob("*.png")} == first
+    check_social_counterfactuals(d)

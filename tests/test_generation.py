@@ -65,3 +65,20 @@ def test_black_images_are_flagged(tmp_path):
 
 def test_unknown_and_unavailable_pipelines():
     with pytest.raises(KeyError, match="Unknown diffusion pipeline"): load_diffusion_pipeline("nope/nothing", device="cpu")
+
+def test_rerun_skips_done_items_but_regenerates_on_other_parameters(tmp_path):
+    "Same parameters: nothing is generated again. Other parameters: every item is made again and replaced."
+    calls = []
+    def gen(value):
+        def batch(b):
+            calls.append([it["key"] for it in b]); return [Image.new("RGB", (4, 4), (value,) * 3) for _ in b]
+        return batch
+    items = [{"key": f"k{i}", "seed": i} for i in range(3)]
+    run_generation(items, gen(10), tmp_path, batch_size=3, shard=0, n_shards=1, progress=False, params={"steps": 2})
+    run_generation(items, gen(10), tmp_path, batch_size=3, shard=0, n_shards=1, progress=False, params={"steps": 2})
+    assert calls == [["k0", "k1", "k2"]]
+    m = run_generation(items, gen(200), tmp_path, batch_size=3, shard=0, n_shards=1, progress=False, params={"steps": 50})
+    assert len(calls) == 2
+    df = m.to_frame()
+    assert len(df) == 3 and set(df.params) == {'{"steps": 50}'}
+    assert np.asarray(Image.open(tmp_path / df.output[0]))[0, 0, 0] == 200

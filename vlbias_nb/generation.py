@@ -128,9 +128,11 @@ class GenerationManifest:
             c.execute("CREATE TABLE IF NOT EXISTS items (key TEXT PRIMARY KEY, shard INTEGER, seed INTEGER, params TEXT, "
                       "inputs TEXT, output TEXT, sha256 TEXT, black INTEGER)")
     def _con(self): return sqlite3.connect(self.path, timeout=120)
-    def done_keys(self) -> set:
-        "Keys already generated."
-        with self._con() as c: return {r[0] for r in c.execute("SELECT key FROM items")}
+    def done_keys(self, params: str | None = None) -> set:
+        "Keys already generated (with `params`, a JSON string, only those generated with exactly those parameters)."
+        with self._con() as c:
+            if params is None: return {r[0] for r in c.execute("SELECT key FROM items")}
+            return {r[0] for r in c.execute("SELECT key FROM items WHERE params = ?", (params,))}
     def record(self, rows: Sequence[dict]):
         "Insert or replace `rows` in one transaction."
         with self._con() as c:
@@ -164,7 +166,10 @@ def shard_batches(items: Sequence[dict], batch_size: int, shard: int = 0, n_shar
 
 def run_generation(items: Sequence[dict], generate_batch: Callable, out_dir, batch_size: int = 4,
                    shard: int | None = None, n_shards: int | None = None, progress: bool = True, params: dict | None = None):
-    "Generate the images of `items` not yet in `<out_dir>/manifest.sqlite`; returns the manifest."
+    """Generate the images of `items` not yet in `<out_dir>/manifest.sqlite` with these `params`; returns the manifest.
+
+    Items are done per key *and* parameters: rerunning into the same folder skips what is done, and a rerun with other
+    parameters regenerates (and replaces) rather than mixing images made two ways."""
     from tqdm.auto import tqdm
     if shard is None or n_shards is None:
         from accelerate import PartialState
@@ -173,7 +178,8 @@ def run_generation(items: Sequence[dict], generate_batch: Callable, out_dir, bat
     if len(set(keys)) != len(keys): raise ValueError("item keys must be unique")
     out_dir = Path(out_dir); (out_dir / "images").mkdir(parents=True, exist_ok=True)
     man = GenerationManifest(out_dir / "manifest.sqlite")
-    done = man.done_keys()
+    params_json = json.dumps(params or {}, sort_keys=True)
+    done = man.done_keys(params_json)             # an item made with other parameters is made again (and replaced)
     todo = [b for b in shard_batches(items, batch_size, shard, n_shards) if not all(it["key"] in done for it in b)]
     for batch in tqdm(todo, desc=f"generating (shard {shard + 1}/{n_shards})", unit="batch", disable=not progress):
         images = generate_batch(batch)
@@ -183,7 +189,7 @@ def run_generation(items: Sequence[dict], generate_batch: Callable, out_dir, bat
             rel = f"images/{it['key']}.png"
             with atomic_path(out_dir / rel) as tmp: im.save(tmp, format="PNG")
             inputs = {k: _describe_input(v) for k, v in it.items() if k not in ("key", "seed")}
-            rows.append(dict(key=it["key"], shard=shard, seed=int(it["seed"]), params=json.dumps(params or {}, sort_keys=True),
+            rows.append(dict(key=it["key"], shard=shard, seed=int(it["seed"]), params=params_json,
                              inputs=json.dumps(inputs, sort_keys=True, default=str), output=rel,
                              sha256=hashlib.sha256((out_dir / rel).read_bytes()).hexdigest(), black=int(is_black_image(im))))
         man.record(rows)

@@ -9,9 +9,9 @@ from pathlib import Path
 from contextlib import contextmanager
 
 # %% auto #0
-__all__ = ['DATA_ENV', 'DATASET_ENVS', 'MissingDataError', 'project_root', 'data_root', 'shared_path', 'has_shared',
-           'dataset_folder', 'resolve_data_root', 'atomic_path', 'write_text_atomic', 'write_json_atomic',
-           'default_out_dir', 'save_table', 'save_figure']
+__all__ = ['DATA_ENV', 'DATASET_ENVS', 'GENERATED_ENV', 'MissingDataError', 'project_root', 'data_root', 'shared_path',
+           'has_shared', 'dataset_folder', 'resolve_data_root', 'atomic_path', 'write_text_atomic', 'write_json_atomic',
+           'default_out_dir', 'save_table', 'save_figure', 'generation_folder']
 
 # %% ../nbs/00_paths.ipynb #9d5b375b
 DATA_ENV = "VLBIAS_DATA"
@@ -120,3 +120,15 @@ def save_figure(fig, out_dir, name: str, formats=("png", "svg"), dpi: int = 150)
             fig.savefig(tmp, format=fmt, dpi=dpi, bbox_inches="tight", metadata=meta)
         paths.append(p)
     return paths
+
+# %% ../nbs/00_paths.ipynb #698126b2
+GENERATED_ENV = "VLBIAS_GENERATED"
+
+def generation_folder(value, name: str, out_dir) -> Path:
+    "A notebook's `generation_dir`: '' -> `<out_dir>/generated`, 'auto' -> `$VLBIAS_GENERATED/<name>`, else that folder."
+    if value is None or str(value) in ("", "None"): return Path(out_dir) / "generated"
+    if not isinstance(value, (str, os.PathLike)): raise TypeError(f"generation_dir must be '', 'auto' or a folder, got {value!r}")
+    if str(value) == "auto":
+        env = os.environ.get(GENERATED_ENV)
+        return (Path(env).expanduser() if env else project_root() / ".cache" / "generated") / name
+    return Path(value).expanduser()

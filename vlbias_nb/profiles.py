@@ -39,6 +39,7 @@ PROFILES = {
             },
             "tfidf_table1": {"clip_captions": "coco2017:captions_val2017.json", "clip_images": "coco2017:val2017"},
             "gensynth_editing": {
+                "generation_dir": "auto",
                 "source_instances": "coco2017:instances_train2017.json",
                 "source_captions": "coco2017:captions_train2017.json", "source_images": "coco2017:train2017",
                 "gallery_captions": "coco2017:captions_val2017.json", "gallery_images": "coco2017:val2017",
@@ -62,6 +63,7 @@ PROFILES = {
                     "bert_pre_epochs": 20, "pos_model": "en_core_web_sm",
                     "caption_metrics": ["BLEU-4", "CIDEr", "METEOR", "ROUGE-L"], "caption_tokenizer": "ptb"},
             "gab": {
+                "generation_dir": "auto",
                 "models": ["BAAI/AltCLIP", "EVA01-g-14/laion400m_s11b_b41k", "EVA02-L-14/merged2b_s4b_b131k",
                            "RN50x64/openai", "ViT-B-16/openai", "NegCLIP-ViT-B-32", "ViT-B-32/openai", "ViT-L-14/openai",
                            "coca_ViT-B-32/laion2b_s13b_b90k", "coca_ViT-L-14/laion2b_s13b_b90k", "facebook/flava-full",
@@ -79,6 +81,7 @@ PROFILES = {
                 "lpips_net": "alex", "mlm_model": "roberta-large", "n_captions": 0,
             },
             "social_counterfactuals": {
+                "generation_dir": "auto",
                 "pipeline": "CompVis/stable-diffusion-v1-4", "gen_occupations": "", "gen_prefixes": "",
                 "n_candidates": 100, "num_inference_steps": 50, "image_size": 512, "check_steps": 50,
                 "models": "ViT-B-32/openai,facebook/flava-full,ViT-B-32/laion2b_e16",
