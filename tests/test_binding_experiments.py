@@ -80,3 +80,33 @@ def test_bad_input():
     imgs = group_table(ACTS.head(1), 1)
     with pytest.raises(ValueError, match="image_emb"): image_to_text_scores(imgs, np.zeros((2, 3)), lambda t: np.ones((len(t), 3)))
     with pytest.raises(ValueError, match="error_rates"): planted_binding_data(ACTS.head(1), {"U2": 1.5})
+
+def test_experiments_with_fewer_images_after_filtering():
+    "Filtering (§4.3) leaves some activities without a group: the experiments use what is left, values as planted."
+    imgs, X, enc = planted_binding_data(ACTS, {g: 0.0 for g in GROUPS}, n_per_group=4, seed=2)
+    rng = np.random.default_rng(0)
+    a, b = ACTS[ACTS.source == "phaze2"].activity.iloc[:2]
+    keep = (rng.random(len(imgs)) < 0.7) & ~((imgs.activity == a) & (imgs.group == "E1")).to_numpy() \
+           & ~((imgs.activity == b) & imgs.group.isin(["E2", "U2"])).to_numpy()
+    i1, X1 = imgs[keep], X[keep]
+    acc = image_to_text_experiment(i1, X1, enc)
+    assert (acc.accuracy == 1.0).all()
+    assert acc.n_images.sum() == keep.sum() + i1.group.isin(["E2", "U2"]).sum()  # one-person template on all, two on E2/U2
+    assert acc.query("source == 'phaze2' and group == 'E2' and template == 'two'").n_activities.item() == 14
+    d = binding_drops(acc)
+    assert np.allclose(d.drop_presence, 0) and np.allclose(d.drop_binding, 0)
+    ns = neutral_preference_share(i1, X1, enc).set_index("source").n_activities
+    present = i1.groupby(["source", "activity"]).group.agg(lambda g: {"E1", "U1"} <= set(g)).groupby("source").sum()
+    assert ns.to_dict() == present.to_dict() and ns["phaze2"] <= 14
+    t = text_to_image_experiment(i1, X1, enc, ("E2", "U2"), "two")
+    assert b not in set(t.activity) and t.correct.all()
+    n_pairs = i1.groupby(["source", "activity"]).apply(lambda d: min((d.group == "E2").sum(), (d.group == "U2").sum()))
+    assert len(t) == 2 * n_pairs.sum()
+    ar = activity_recognition(i1, X1, enc, load_gab_activities()["near_actions"])
+    assert len(ar) == keep.sum() and set(ar.index) == set(range(keep.sum()))
+    # a whole group gone: NaN drops, no pairs, no Fig. 8 activities — no error
+    no_u = ~imgs.group.isin(["U1", "U2"]).to_numpy()
+    d = binding_drops(image_to_text_experiment(imgs[no_u], X[no_u], enc))
+    assert d.acc_U1.isna().all() and d.drop_presence.isna().all() and (d.acc_E2 == 1).all()
+    assert len(text_to_image_experiment(imgs[no_u], X[no_u], enc)) == 0
+    assert len(neutral_preference_share(imgs[no_u], X[no_u], enc)) == 0

@@ -43,9 +43,14 @@ def test_selection_statistics_planted_counts():
     np.testing.assert_allclose(z.z, (lr - lr.mean()) / se)
     from scipy.stats import norm
     np.testing.assert_allclose(z.p_value, 2 * norm.sf(np.abs((lr - lr.mean()) / se)))
+    sig = mined_activities(counts)  # no MLM: every significant pair
+    assert set(sig.activity) == set(z[z.significant].verb_form + " " + z[z.significant].object)
     m = mined_activities(counts, lambda a: np.where([x.startswith("riding") for x in a], 1.0, -1.0))
-    assert set(m.activity) == set(z[z.significant].verb_form + " " + z[z.significant].object)
-    assert m.set_index("verb").loc["ride", "agrees"]
+    assert set(sig.activity) == {"riding horse", "holding umbrella", "throwing frisbee"}
+    # ride: MLM +1, leans man (kept); hold: MLM -1, leans woman (kept); throw: MLM -1 but leans man (dropped)
+    assert set(m.activity) == {"riding horse", "holding umbrella"} and m.agrees.all() and m.selected.all()
+    m2 = mined_activities(counts, lambda a: np.ones(len(a)))  # an MLM that calls everything masculine
+    assert set(m2.activity) == set(sig[sig.leans == "man"].activity)
 
 def test_tails_and_normality():
     rng = np.random.default_rng(0)
@@ -60,3 +65,89 @@ def test_tails_and_normality():
 
 def test_gerund():
     assert [gerund(v) for v in ["make", "stop", "tie", "carry", "visit"]] == ["making", "stopping", "tying", "carrying", "visiting"]
+
+
+# ---- §4.1.2 ungendered candidate lists, caption files, §4.1.3 MLM re-check with the §4.1.1 tails ------------------
+import json
+from scipy.stats import norm, shapiro
+from vlbias_nb.gab_activities import (load_activity_list, select_candidate_activities, mlm_score_fn, load_caption_file,
+    significant_pairs, mlm_recheck, mining_normality, pair_activity)
+
+def _planted_candidates():
+    sc = {f"everyday activity {i}": float(norm.ppf((i + 0.5) / 60)) for i in range(60)}
+    sc |= {"welding pipes": 5.0, "fixing a car": 4.0, "mowing the lawn": 3.5,
+           "knitting a scarf": -5.0, "braiding hair": -4.0, "sewing a dress": -3.5}
+    return sc
+
+@pytest.mark.parametrize("fmt", ["txt", "json", "csv", "tsv"])
+def test_candidate_list_both_tails_without_gender(tmp_path, fmt):
+    sc = _planted_candidates()
+    f = tmp_path / f"cands.{fmt}"
+    if fmt == "txt": f.write_text("# candidates\n" + "\n".join(sc) + "\n\n")
+    elif fmt == "json": f.write_text(json.dumps(list(sc)))
+    else: pd.DataFrame(dict(activity=list(sc), note="x")).to_csv(f, sep="\t" if fmt == "tsv" else ",", index=False)
+    acts = load_activity_list(f)
+    assert acts == list(sc)
+    ts = select_candidate_activities(acts, lambda a: [sc[x] for x in a], n=3)
+    assert ts.selected.activity.tolist() == ["welding pipes", "fixing a car", "mowing the lawn",
+                                             "knitting a scarf", "braiding hair", "sewing a dress"]
+    assert ts.selected.selected_as.tolist() == ["man"] * 3 + ["woman"] * 3
+    assert ts.normality.n == 66 and np.isclose(ts.normality.p_value, shapiro(list(sc.values())).pvalue)
+    assert np.isclose(ts.normality.mean, np.mean(list(sc.values())))
+
+def test_candidate_list_errors(tmp_path):
+    with pytest.raises(MissingDataError, match="candidate_activities_file"): load_activity_list(tmp_path / "no.txt")
+    (tmp_path / "a.xlsx").write_text("x")
+    with pytest.raises(ValueError, match="a.xlsx"): load_activity_list(tmp_path / "a.xlsx")
+    pd.DataFrame(dict(text=["a"])).to_csv(tmp_path / "b.csv", index=False)
+    with pytest.raises(ValueError, match="no 'activity' column"): load_activity_list(tmp_path / "b.csv")
+    with pytest.raises(ValueError, match="shape"): select_candidate_activities(["a", "b", "c"], lambda a: [1.0])
+
+def test_mlm_score_fn_is_eq1_of_the_model():
+    m, t = tiny_roberta_mlm(2)
+    ids = identifier_token_ids(t, MALE_IDENTIFIERS + FEMALE_IDENTIFIERS)
+    import torch
+    with torch.no_grad():
+        m.lm_head.decoder.weight.zero_(); m.lm_head.bias.zero_()
+        m.lm_head.bias[[ids[w] for w in MALE_IDENTIFIERS]] = math.log(2.0)
+    np.testing.assert_allclose(mlm_score_fn(m, t)(["fixing a car", "knitting a scarf"]), math.log(2.0), atol=1e-5)
+
+def test_caption_file_formats(tmp_path):
+    caps = ["A man riding a horse.", "A woman holding an umbrella."]
+    (tmp_path / "c.txt").write_text("\n".join(caps) + "\n\n")
+    pd.DataFrame(dict(caption=caps, url=["a", "b"])).to_csv(tmp_path / "c.csv", index=False)
+    pd.DataFrame(dict(caption=caps)).to_csv(tmp_path / "c.tsv", sep="\t", index=False)
+    (tmp_path / "c.json").write_text(json.dumps(dict(images=[dict(id=7, file_name="7.jpg")],
+                                                     annotations=[dict(image_id=7, caption=c) for c in caps])))
+    for f in ("c.txt", "c.csv", "c.tsv", "c.json"): assert load_caption_file(tmp_path / f) == caps
+    pd.DataFrame(dict(text=caps)).to_csv(tmp_path / "bad.csv", index=False)
+    with pytest.raises(ValueError, match=r"bad.csv.*'caption' column"): load_caption_file(tmp_path / "bad.csv")
+    (tmp_path / "c.parquet").write_text("x")
+    with pytest.raises(ValueError, match="c.parquet.*unsupported"): load_caption_file(tmp_path / "c.parquet")
+    (tmp_path / "list.json").write_text(json.dumps(caps))
+    with pytest.raises(ValueError, match="list.json"): load_caption_file(tmp_path / "list.json")
+    with pytest.raises(MissingDataError, match="coco_captions"): load_caption_file(tmp_path / "none.txt")
+
+@requires_shared("coco/annotations/captions_val2017.json")
+def test_caption_file_real_coco():
+    from vlbias_nb.paths import shared_path
+    caps = load_caption_file(shared_path("coco/annotations/captions_val2017.json"))
+    assert len(caps) > 20000 and all(isinstance(c, str) for c in caps[:100])
+
+def test_mlm_recheck_applies_tails_per_side():
+    verbs = [f"v{i}" for i in range(12)]
+    counts = pd.DataFrame(dict(verb=verbs, object="ball", n_male=[90] * 6 + [10] * 6, n_female=[10] * 6 + [90] * 6))
+    mlm = dict(zip([pair_activity(v, "ball") for v in verbs], [0.5, 1, 2, 3, -1, 4, -0.5, -1, -2, -3, 1, -4]))
+    scorer = lambda a: [mlm[x] for x in a]
+    sig = significant_pairs(counts)
+    assert len(sig) == 12 and sig.leans.tolist() == ["man"] * 6 + ["woman"] * 6
+    r = mlm_recheck(sig, scorer, n=2)
+    assert sorted(r[r.in_tail].mlm_log_ratio) == [-4, -3, 3, 4] and r.agrees.sum() == 10
+    assert sorted(mined_activities(counts, scorer, n=3).mlm_log_ratio) == [-4, -3, -2, 2, 3, 4]
+    # a disagreeing pair in the tail is not kept: the masculine side's scores all negative except one
+    mlm2 = dict(zip(mlm, [-3, -2, -1, -0.5, 0.5, -4, -0.5, -1, -2, -3, -5, -4]))
+    k = mined_activities(counts, lambda a: [mlm2[x] for x in a], n=2)
+    assert sorted(k.mlm_log_ratio) == [-5, -4, 0.5]
+    nt = mining_normality(verb_object_log_ratios(counts), r).set_index("pairs")
+    assert nt.n.tolist() == [12, 6, 6]
+    assert np.isclose(nt.loc["significant, leaning woman", "p_value"], shapiro([-0.5, -1, -2, -3, 1, -4]).pvalue)

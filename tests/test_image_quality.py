@@ -70,3 +70,63 @@ def test_quality_report_groups_and_all():
     assert np.isclose(rep.face_share["all"], 5 / 6)
     assert np.isnan(rep.fid["E2"]) and np.isfinite(rep.fid["all"])  # a single image has no covariance
     assert np.isclose(rep.ssim["E1"], ssim(to_gray(pil[0], 64), to_gray(pil[1], 64)))
+
+
+# ---- networks by name: known names only, clear errors naming what to download -------------------------------------
+import importlib.util, os
+from vlbias_nb.image_quality import (load_inception, inception_weights_file, INCEPTION_WEIGHTS, FACE_DETECTORS,
+                                     quality_mask, apply_quality_filter)
+
+
+@pytest.fixture
+def empty_hub(tmp_path, monkeypatch):
+    import torch
+    old = torch.hub.get_dir(); torch.hub.set_dir(str(tmp_path / "hub"))
+    monkeypatch.delenv("VLBIAS_ALLOW_DOWNLOAD", raising=False)
+    yield tmp_path / "hub" / "checkpoints"
+    torch.hub.set_dir(old)
+
+
+def test_inception_unknown_name_lists_known(empty_hub):
+    with pytest.raises(ValueError, match=r"unknown Inception network 'inceptionv3'.*\['inception_v3', 'pt_inception-2015-12-05'\]"):
+        load_inception("inceptionv3")
+    assert set(INCEPTION_WEIGHTS) == {"inception_v3", "pt_inception-2015-12-05"}
+
+
+def test_inception_missing_weights_name_file_and_folder(empty_hub):
+    assert inception_weights_file("inception_v3") == empty_hub / "inception_v3_google-0cc3c7bd.pth"
+    assert inception_weights_file("pt_inception-2015-12-05") == empty_hub / "pt_inception-2015-12-05-6726825d.pth"
+    with pytest.raises(MissingDataError) as e: load_inception("inception_v3")
+    msg = str(e.value)
+    assert "fid_model" in msg and "https://download.pytorch.org/models/inception_v3_google-0cc3c7bd.pth" in msg
+    assert str(empty_hub) in msg
+    with pytest.raises(MissingDataError) as e: load_inception("pt_inception-2015-12-05")
+    msg = str(e.value)
+    assert "pt_inception-2015-12-05-6726825d.pth" in msg and str(empty_hub) in msg
+    if importlib.util.find_spec("pytorch_fid") is None: assert "install `pytorch-fid`" in msg
+
+
+def test_face_detector_names():
+    assert FACE_DETECTORS == ("mtcnn", "haar")
+    with pytest.raises(ValueError, match=r"unknown face detector 'retinaface'.*\['mtcnn', 'haar'\]"):
+        load_face_detector("retinaface")
+    if importlib.util.find_spec("facenet_pytorch") is None:
+        with pytest.raises(MissingDataError, match=r"facenet-pytorch.*pin torch<2.3.*face_detector='haar'"):
+            load_face_detector("mtcnn")
+
+
+# ---- §4.3.1 applied: failing images dropped ------------------------------------------------------------------------
+def test_quality_mask_and_filter():
+    det = [["person", "cup"], ["cup"] * 9, ["person"], ["person"] + ["cup"] * 6, [], ["person", "person"]]
+    faces = [1, 1, 0, 1, 1, 3]
+    assert quality_mask(det, faces).tolist() == [True, False, False, False, False, True]
+    assert quality_mask(det, None).tolist() == [True, False, True, False, False, True]
+    assert quality_mask(None, faces).tolist() == [True, True, False, True, True, True]
+    assert quality_mask(det, faces, min_person_share=0.1).tolist() == [True, False, False, True, False, True]
+    with pytest.raises(ValueError, match="differ in length"): quality_mask(det, faces[:2])
+    imgs = pd.DataFrame(dict(group=["E1", "E1", "E2", "U1", "U2", "U2"], key=range(6)), index=range(10, 16))
+    kept, pil, summary = apply_quality_filter(imgs, list("abcdef"), quality_mask(det, faces))
+    assert kept.key.tolist() == [0, 5] and kept.index.tolist() == [0, 1] and pil == ["a", "f"]
+    s = summary.set_index("group")
+    assert s.n_images.tolist() == [2, 1, 1, 2] and s.n_kept.tolist() == [1, 0, 0, 1] and s.n_dropped.tolist() == [1, 1, 1, 1]
+    with pytest.raises(ValueError, match="differ in length"): apply_quality_filter(imgs, list("abc"), [True] * 6)

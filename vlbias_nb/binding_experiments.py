@@ -207,7 +207,7 @@ def neutral_preference_share(images: pd.DataFrame, image_emb, encode_text: Calla
     T = embed_captions(encode_text, list(caps.values()))
     s = np.einsum("nd,nd->n", X, np.stack([T[caps[a]] for a in images.activity]))
     m = images.assign(s=s).groupby(["source", "activity", "group"]).s.mean().unstack("group")
-    m = m.dropna(subset=list(groups))
+    m = m.reindex(columns=list(groups)).dropna()  # activities with images in both groups (after filtering, maybe fewer)
     m["prefers_first"] = m[groups[0]] > m[groups[1]]
     return m.groupby("source").prefers_first.agg(share="mean", n_activities="size").reset_index()
 

@@ -17,8 +17,10 @@ __all__ = ['SOURCES', 'SOURCE_TABLES', 'GENDERS', 'DEFAULT_GAB_ACTIVITIES', 'MAL
            'MLM_TEMPLATE', 'load_gab_activities', 'activity_phrase', 'activity_table', 'mlm_sentence', 'mlm_log_ratio',
            'identifier_token_ids', 'mask_probabilities', 'tiny_roberta_tokenizer', 'tiny_roberta_mlm', 'load_fill_mask',
            'mlm_bias_scores', 'NormalityTest', 'shapiro_wilk', 'select_tail', 'select_gendered_activities',
-           'subject_gender', 'subject_verb_objects', 'verb_object_gender_counts', 'verb_object_log_ratios',
-           'z_test_pairs', 'gerund', 'pair_activity', 'mined_activities']
+           'load_activity_list', 'TailSelection', 'mlm_score_fn', 'select_candidate_activities', 'subject_gender',
+           'subject_verb_objects', 'verb_object_gender_counts', 'load_caption_file', 'verb_object_log_ratios',
+           'z_test_pairs', 'gerund', 'pair_activity', 'significant_pairs', 'mlm_recheck', 'mined_activities',
+           'mining_normality']
 
 # %% ../nbs/40_gab_activities.ipynb #54021ee2
 SOURCES = {"phaze1": "LAION-400M", "phaze2": "everyday (GPT-4)", "phaze3": "stereotypical (GPT-4)"}
@@ -728,6 +730,58 @@ def select_gendered_activities(scores: pd.DataFrame, n: int | None = None, z: fl
              for g in GENDERS if (scores[gender_col] == g).any()]
     return pd.concat(parts, ignore_index=True)
 
+# %% ../nbs/40_gab_activities.ipynb #d95bb387
+def _read_list_file(path, column: str, what: str, param: str, json_key: str | None = None) -> list[str]:
+    "Strings of a `.txt` (one per line; blank lines and `#` comments skipped), `.json` list or `.csv`/`.tsv` `column`."
+    p = Path(path).expanduser()
+    if not p.is_file(): raise MissingDataError(f"{what} file {str(p)!r} (parameter `{param}`) does not exist.")
+    suf = p.suffix.lower()
+    if suf == ".txt":
+        items = [l.strip() for l in p.read_text(encoding="utf-8").splitlines()]
+        items = [l for l in items if l and not l.startswith("#")]
+    elif suf == ".json" and json_key is not None:
+        d = json.loads(p.read_text(encoding="utf-8"))
+        items = d.get(json_key) if isinstance(d, dict) else d
+        if not isinstance(items, list) or not all(isinstance(a, str) for a in items):
+            raise ValueError(f"{what} file {str(p)!r}: expected a JSON list of strings or {{{json_key!r}: [...]}}.")
+    elif suf in (".csv", ".tsv"):
+        df = pd.read_csv(p, sep="\t" if suf == ".tsv" else ",")
+        if column not in df: raise ValueError(f"{what} file {str(p)!r} has no {column!r} column (columns: {list(df.columns)}).")
+        items = df[column].dropna().astype(str).tolist()
+    else:
+        fmts = ".txt (one per line), " + (".json (a list), " if json_key else "") + f".csv/.tsv with a {column!r} column"
+        raise ValueError(f"{what} file {str(p)!r}: unsupported format {suf or '(no suffix)'!r}; use {fmts}.")
+    items = [s.strip() for s in items if s.strip()]
+    if not items: raise ValueError(f"{what} file {str(p)!r} holds no entries.")
+    return items
+
+def load_activity_list(path) -> list[str]:
+    """A plain, ungendered candidate list for GAB §4.1.2 (the paper's >1,000 GPT-4 sentences on hobbies, jobs and
+    everyday activities): `.txt` (one activity per line), `.json` (a list, or {"activities": [...]}) or `.csv`/`.tsv`
+    with an `activity` column. Duplicates are dropped (first kept)."""
+    return list(dict.fromkeys(_read_list_file(path, "activity", "candidate activity", "candidate_activities_file", "activities")))
+
+class TailSelection(NamedTuple):
+    scores: pd.DataFrame      # activity, log_ratio (eq. 1)
+    normality: NormalityTest  # Shapiro–Wilk of the scores (footnote 6)
+    selected: pd.DataFrame    # both ends, `selected_as` 'man' (right) / 'woman' (left)
+
+def mlm_score_fn(model, tokenizer, **kw) -> Callable[[Sequence[str]], np.ndarray]:
+    "activities -> GAB eq. 1 log ratios of a fill-mask `model` (the scorer of `select_candidate_activities`, `mlm_recheck`)."
+    return lambda acts: mlm_bias_scores(list(acts), model, tokenizer, progress=False, **kw).log_ratio.to_numpy()
+
+def select_candidate_activities(activities: Sequence[str], scorer: Callable, n: int | None = None, z: float | None = None,
+                                alpha: float = 0.05) -> TailSelection:
+    """GAB §4.1.2 on an ungendered list: eq. 1 score of each activity (`scorer`), Shapiro–Wilk of the scores ("the log
+    ratios formed a normal distribution") and the sentences "at each end": the right tail as 'man', the left tail as
+    'woman' (`n` per end, or beyond `z` SD of the mean; `select_tail`)."""
+    acts = list(dict.fromkeys(activities))
+    if n is not None and 2 * n > len(acts): raise ValueError(f"n={n} at each end needs at least {2 * n} activities, got {len(acts)}")
+    s = np.asarray(scorer(acts), dtype=float)
+    if s.shape != (len(acts),): raise ValueError(f"scorer returned shape {s.shape} for {len(acts)} activities")
+    scores = pd.DataFrame(dict(activity=acts, log_ratio=s))
+    return TailSelection(scores, shapiro_wilk(s, alpha), select_gendered_activities(scores, n, z))
+
 # %% ../nbs/40_gab_activities.ipynb #0c8be79b
 def subject_gender(word: str, lexicon=None) -> str | None:
     "'man' / 'woman' if `word` is a masculine / feminine word of the lexicon, else None."
@@ -765,6 +819,16 @@ def verb_object_gender_counts(captions: Sequence[str], nlp, batch_size: int = 51
     df = pd.DataFrame([dict(verb=v, object=o, n_male=d["man"], n_female=d["woman"], verb_form=forms[(v, o)].most_common(1)[0][0])
                        for (v, o), d in rows.items()], columns=["verb", "object", "n_male", "n_female", "verb_form"])
     return df.sort_values(["verb", "object"], ignore_index=True)
+
+# %% ../nbs/40_gab_activities.ipynb #5c62523e
+def load_caption_file(path) -> list[str]:
+    """The captions of a caption file for GAB §4.1.3 mining (the paper: LAION-400M captions): COCO captions JSON,
+    `.txt` (one caption per line, blank lines skipped) or `.csv`/`.tsv` with a `caption` column."""
+    p = Path(path).expanduser()
+    if p.suffix.lower() == ".json" and p.is_file():
+        from vlbias_nb.data import load_coco_captions
+        return load_coco_captions(p).captions.caption.tolist()
+    return _read_list_file(p, "caption", "caption", "coco_captions")
 
 # %% ../nbs/40_gab_activities.ipynb #71662bb2
 def verb_object_log_ratios(counts: pd.DataFrame, min_total: int = 5, pseudo: float = 0.5) -> pd.DataFrame:
@@ -805,16 +869,53 @@ def pair_activity(verb: str, obj: str) -> str:
     return f"{gerund(verb)} {obj}"
 
 # %% ../nbs/40_gab_activities.ipynb #05d8e2b4
-def mined_activities(counts: pd.DataFrame, mlm_scorer: Callable[[Sequence[str]], np.ndarray] | None = None,
-                     min_total: int = 5, pseudo: float = 0.5, alpha: float = 0.05) -> pd.DataFrame:
-    """GAB §4.1.3 on verb–object counts: the significant pairs with their `activity` phrase and, given `mlm_scorer`
-    (activities -> eq. 1 scores), `mlm_log_ratio` and `agrees` (MLM and captions lean the same way)."""
+def significant_pairs(counts: pd.DataFrame, min_total: int = 5, pseudo: float = 0.5, alpha: float = 0.05) -> pd.DataFrame:
+    """GAB §4.1.3, first step: log ratios of the verb–object pairs, the z-test against their mean, and the pairs that
+    differ significantly, each with its `activity` phrase (most masculine z first)."""
     z = z_test_pairs(verb_object_log_ratios(counts, min_total, pseudo), alpha)
     sig = z[z.significant].copy()
     forms = sig["verb_form"] if "verb_form" in sig else [None] * len(sig)
     sig["activity"] = [f"{f} {o}" if isinstance(f, str) and f.endswith("ing") else pair_activity(v, o)
                        for v, o, f in zip(sig.verb, sig.object, forms)]  # the written -ing form beats a lemmatiser slip
-    if mlm_scorer is not None and len(sig):
-        sig["mlm_log_ratio"] = np.asarray(mlm_scorer(sig.activity.tolist()), dtype=float)
-        sig["agrees"] = np.sign(sig.mlm_log_ratio) == np.where(sig.leans == "man", 1, -1)
     return sig.sort_values("z", ascending=False, ignore_index=True)
+
+def mlm_recheck(pairs: pd.DataFrame, scorer: Callable, n: int | None = None, z: float | None = None) -> pd.DataFrame:
+    """GAB §4.1.3, second step ("the same experiment as in the previous methods"): eq. 1 score `mlm_log_ratio` of each
+    pair's activity, then §4.1.1's selection per side the captions lean to — right tail of the 'man' pairs, left tail
+    of the 'woman' pairs (`n` or `z` as `select_tail`; neither: the whole side) — kept (`selected`) only where the
+    MLM leans the same way (`agrees`). Adds `mlm_log_ratio`, `agrees`, `in_tail`, `selected`."""
+    d = pairs.reset_index(drop=True).copy()
+    d["mlm_log_ratio"] = np.asarray(scorer(d.activity.tolist()), dtype=float) if len(d) else np.zeros(0)
+    d["agrees"] = np.sign(d.mlm_log_ratio) == np.where(d.leans == "man", 1, -1)
+    in_tail = np.zeros(len(d), bool)
+    for g in GENDERS:
+        side = d[d.leans == g]
+        if not len(side): continue
+        tail = side if n is None and z is None else select_tail(side, "right" if g == "man" else "left", n, z, "mlm_log_ratio")
+        in_tail[tail.index.to_numpy()] = True
+    return d.assign(in_tail=in_tail, selected=in_tail & d.agrees.to_numpy())
+
+def mined_activities(counts: pd.DataFrame, mlm_scorer: Callable[[Sequence[str]], np.ndarray] | None = None,
+                     min_total: int = 5, pseudo: float = 0.5, alpha: float = 0.05, n: int | None = None,
+                     z: float | None = None) -> pd.DataFrame:
+    """GAB §4.1.3 end to end: `significant_pairs` and, given `mlm_scorer` (activities -> eq. 1 scores), only the pairs
+    `mlm_recheck` keeps (in the MLM tail of their side and agreeing with the captions)."""
+    sig = significant_pairs(counts, min_total, pseudo, alpha)
+    if mlm_scorer is None: return sig
+    r = mlm_recheck(sig, mlm_scorer, n, z)
+    return r[r.selected].reset_index(drop=True)
+
+# %% ../nbs/40_gab_activities.ipynb #97333871
+def mining_normality(ratios: pd.DataFrame, rechecked: pd.DataFrame | None = None, alpha: float = 0.05) -> pd.DataFrame:
+    """Shapiro–Wilk (GAB §4.1.3 "this also formed a normal distribution", footnote 6) of the caption log ratios of all
+    tested verb–object pairs and, given `mlm_recheck`'s table, of the MLM scores of the significant pairs per side."""
+    sets = [("caption log ratio", "all tested pairs", ratios.log_ratio)]
+    if rechecked is not None:
+        sets += [("MLM score (eq. 1)", f"significant, leaning {g}", rechecked.mlm_log_ratio[rechecked.leans == g]) for g in GENDERS]
+    rows = []
+    for what, subset, x in sets:
+        try: t, note = shapiro_wilk(x, alpha)._asdict(), ""
+        except ValueError as e:
+            t, note = {**dict.fromkeys(NormalityTest._fields, np.nan), "n": int(np.isfinite(np.asarray(x, float)).sum())}, str(e)
+        rows.append(dict(scores=what, pairs=subset, **t, note=note))
+    return pd.DataFrame(rows)

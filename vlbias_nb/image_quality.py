@@ -4,15 +4,18 @@
 
 # %% ../nbs/42_image_quality.ipynb #637940c2
 from __future__ import annotations
+from pathlib import Path
 from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
+from PIL import Image
 from .paths import MissingDataError
 
 # %% auto #0
-__all__ = ['HAAR_FACE', 'PAPER_QUALITY', 'frechet_distance', 'fid_from_features', 'to_gray', 'ssim', 'mean_pairwise',
-           'person_share', 'passes_quality', 'load_inception', 'load_detector', 'load_haar_face_detector',
-           'load_face_detector', 'load_lpips', 'thumbnail_features', 'quality_report']
+__all__ = ['INCEPTION_WEIGHTS', 'HAAR_FACE', 'FACE_DETECTORS', 'PAPER_QUALITY', 'frechet_distance', 'fid_from_features',
+           'to_gray', 'ssim', 'mean_pairwise', 'person_share', 'passes_quality', 'quality_mask', 'apply_quality_filter',
+           'inception_weights_file', 'load_inception', 'load_detector', 'load_haar_face_detector', 'load_face_detector',
+           'load_lpips', 'thumbnail_features', 'quality_report']
 
 # %% ../nbs/42_image_quality.ipynb #e2dbdc1e
 def frechet_distance(mu1, sigma1, mu2, sigma2, eps: float = 1e-6) -> float:
@@ -78,27 +81,78 @@ def passes_quality(labels: Sequence[str], n_faces: int, min_person_share: float 
     "GAB §4.3.1: persons >= `min_person_share` of the detections and a detectable face."
     return person_share(labels) >= min_person_share and n_faces > 0
 
+# %% ../nbs/42_image_quality.ipynb #1c82489a
+def quality_mask(detections: Sequence | None = None, n_faces: Sequence | None = None, min_person_share: float = 0.15) -> np.ndarray:
+    """Per image, whether it passes the measured §4.3.1 criteria: persons >= `min_person_share` of the `detections`
+    (class names per image) and at least one face (`n_faces`). A criterion given as None is not applied."""
+    if detections is None and n_faces is None: raise ValueError("give detections and/or n_faces")
+    if detections is not None and n_faces is not None and len(detections) != len(n_faces):
+        raise ValueError(f"detections ({len(detections)}) and n_faces ({len(n_faces)}) differ in length")
+    n = len(detections) if detections is not None else len(n_faces)
+    ok = np.ones(n, bool)
+    if detections is not None: ok &= np.array([person_share(l) >= min_person_share for l in detections], bool).reshape(n)
+    if n_faces is not None: ok &= np.asarray(n_faces, dtype=float).reshape(n) > 0
+    return ok
+
+def apply_quality_filter(images: pd.DataFrame, pil_images: Sequence, keep) -> tuple[pd.DataFrame, list, pd.DataFrame]:
+    """GAB §4.3.1 applied: (the rows of `images` with `keep` True, re-indexed; their images; per group `n_images`,
+    `n_kept`, `n_dropped`)."""
+    keep = np.asarray(keep, bool)
+    if not len(images) == len(pil_images) == len(keep): raise ValueError("images, pil_images and keep differ in length")
+    summary = (images.assign(kept=keep).groupby("group").kept.agg(n_images="size", n_kept="sum").reset_index()
+               .assign(n_dropped=lambda d: d.n_images - d.n_kept))
+    return images[keep].reset_index(drop=True), [im for im, k in zip(pil_images, keep) if k], summary
+
 # %% ../nbs/42_image_quality.ipynb #f7cdc4af
 def _missing(what, name, param, how):
     return MissingDataError(f"{what} {name!r} (parameter `{param}`) is not available offline: {how}")
 
-def load_inception(name: str = "inception_v3", device: str = "cpu"):
-    "A callable images -> 2048-d pool features of Inception-v3 (torchvision IMAGENET1K_V1 weights) for FID."
+INCEPTION_WEIGHTS = {  # name -> (package that builds the network, weights URL)
+    "inception_v3": ("torchvision", "https://download.pytorch.org/models/inception_v3_google-0cc3c7bd.pth"),
+    "pt_inception-2015-12-05": ("pytorch_fid", "https://github.com/mseitzer/pytorch-fid/releases/download/fid_weights/"
+                                               "pt_inception-2015-12-05-6726825d.pth"),
+}
+
+def inception_weights_file(name: str) -> Path:
+    "Where torch hub keeps the weights of FID Inception `name` (`$TORCH_HOME/hub/checkpoints/<file>`); unknown names raise."
+    if name not in INCEPTION_WEIGHTS:
+        raise ValueError(f"unknown Inception network {name!r} (parameter `fid_model`); known: {list(INCEPTION_WEIGHTS)}")
     import torch
-    try:
-        from torchvision.models import inception_v3, Inception_V3_Weights
-        w = Inception_V3_Weights.IMAGENET1K_V1
-        net = inception_v3(weights=w, aux_logits=True).eval().to(device)
-    except Exception as e:
-        raise _missing("Inception network", name, "fid_model", f"torchvision could not load its weights ({type(e).__name__}); "
-                       "copy them into $TORCH_HOME/hub/checkpoints or run where downloads work.") from None
-    net.fc = torch.nn.Identity()
-    tf = w.transforms()
+    return Path(torch.hub.get_dir()) / "checkpoints" / INCEPTION_WEIGHTS[name][1].rsplit("/", 1)[1]
+
+def _batched(net_fn, prep, device, batch_size):
+    import torch
     def features(images):
-        with torch.no_grad():
-            return net(torch.stack([tf(im.convert("RGB")) for im in images]).to(device)).cpu().numpy()
+        out = []
+        for i in range(0, len(images), batch_size):
+            with torch.no_grad(): out.append(net_fn(torch.stack([prep(im.convert("RGB")) for im in images[i:i + batch_size]]).to(device)))
+        return np.concatenate([o.reshape(len(o), -1).float().cpu().numpy() for o in out]) if out else np.zeros((0, 2048))
     return features
 
+def load_inception(name: str = "inception_v3", device: str = "cpu", batch_size: int = 64):
+    """images -> 2048-d pool features for FID (GAB eq. 2) by name: 'inception_v3' (torchvision, IMAGENET1K_V1) or
+    'pt_inception-2015-12-05' (pytorch-fid's port of the TensorFlow FID Inception; needs `pytorch-fid`). Weights come
+    from the torch hub cache; when absent the error names the URL and the folder (downloads: VLBIAS_ALLOW_DOWNLOAD=1)."""
+    import os, torch
+    f, (pkg, url) = inception_weights_file(name), INCEPTION_WEIGHTS[name]
+    if pkg == "pytorch_fid":
+        try: from pytorch_fid.inception import InceptionV3
+        except ImportError: raise _missing("Inception network", name, "fid_model", "install `pytorch-fid` (it builds the FID "
+                                           f"Inception) and put {url} into {f.parent}/.") from None
+    if not f.is_file() and os.environ.get("VLBIAS_ALLOW_DOWNLOAD", "0") != "1":
+        raise _missing("Inception network", name, "fid_model", f"its weights {f.name} are not in {f.parent}; download {url} "
+                       f"and put it there (or set VLBIAS_ALLOW_DOWNLOAD=1 where downloads work).")
+    if pkg == "pytorch_fid":
+        import torchvision.transforms.functional as F
+        net = InceptionV3([InceptionV3.BLOCK_INDEX_BY_DIM[2048]]).eval().to(device)  # resizes to 299, scales to [-1, 1]
+        return _batched(lambda x: net(x)[0], lambda im: F.to_tensor(im.resize((299, 299), Image.BILINEAR)), device, batch_size)
+    from torchvision.models import inception_v3, Inception_V3_Weights
+    w = Inception_V3_Weights.IMAGENET1K_V1
+    net = inception_v3(weights=w, aux_logits=True).eval().to(device)
+    net.fc = torch.nn.Identity()
+    return _batched(net, w.transforms(), device, batch_size)
+
+# %% ../nbs/42_image_quality.ipynb #b6ea3b17
 def load_detector(name: str = "yolov8n.pt"):
     "An ultralytics YOLO detector by checkpoint name; returns images -> list of class-name lists."
     try:
@@ -132,15 +186,24 @@ def load_haar_face_detector(name: str = HAAR_FACE, max_side: int = 640, scale_fa
         return out
     return count
 
+FACE_DETECTORS = ("mtcnn", "haar")
+
 def load_face_detector(name: str = "mtcnn"):
-    "A face counter images -> faces per image by name: 'mtcnn' (facenet-pytorch, the paper's) or 'haar' / a cascade file (OpenCV)."
+    """A face counter images -> faces per image (GAB §4.3.1 "a detectable face") by name: 'mtcnn' (the paper's MTCNN,
+    from facenet-pytorch) or 'haar' / a cascade `.xml` (OpenCV). Other names raise, listing the known ones."""
     if name == "haar" or name.endswith(".xml"): return load_haar_face_detector(HAAR_FACE if name == "haar" else name)
+    if name != "mtcnn": raise ValueError(f"unknown face detector {name!r} (parameter `face_detector`); known: "
+                                         f"{list(FACE_DETECTORS)} or a Haar cascade .xml file")
     try:
         from facenet_pytorch import MTCNN
-        m = MTCNN(keep_all=True)
-    except Exception as e:
-        raise _missing("face detector", name, "face_detector", f"{type(e).__name__}: install `facenet-pytorch`.") from None
-    return lambda images: [0 if b is None else len(b) for b in (m.detect(im)[0] for im in images)]
+    except ImportError:
+        import torch
+        raise _missing("face detector", name, "face_detector", "the paper's MTCNN comes from `facenet-pytorch`, which is not "
+                       f"installed and not a dependency here: its releases pin torch<2.3 (this environment: torch {torch.__version__}). "
+                       "Install it without its pins (`pip install --no-deps facenet-pytorch`; the MTCNN weights ship inside "
+                       "the package) or use face_detector='haar'.") from None
+    m = MTCNN(keep_all=True)
+    return lambda images: [0 if b is None else len(b) for b in (m.detect(im.convert("RGB"))[0] for im in images)]
 
 def load_lpips(name: str = "alex"):
     "The `lpips` perceptual distance (AlexNet by default); returns (img_a, img_b) -> distance."

@@ -78,6 +78,7 @@ PROFILES = {
                 "prompt_rewriter": "meta-llama/Llama-2-70b-chat-hf", "max_setting_combinations": 0,
                 "reference_images": "coco2017:val2017", "reference_instances": "coco2017:instances_val2017.json",
                 "n_reference_images": 5000, "fid_model": "inception_v3", "detector": "yolov8n.pt", "face_detector": "haar",
+                "apply_filters": True,  # §4.3.1 applied: failing images dropped before retrieval (MTCNN: facenet-pytorch pins torch<2.3, so "haar")
                 "lpips_net": "alex", "mlm_model": "roberta-large", "n_captions": 0,
             },
             "social_counterfactuals": {
