@@ -45,3 +45,13 @@ def test_load_released_bad_file(tmp_path):
     p = tmp_path / "x.jsonl"; p.write_text(json.dumps({"caption": "a"}) + "\n")
     with pytest.raises(ValueError, match="filename"): load_released_sets(p)
     with pytest.raises(FileNotFoundError): load_released_sets(tmp_path / "missing.jsonl")
+
+@pytest.mark.parametrize("segment, n", [("race_gender", 12), ("physical_gender", 4), ("physical_race", 12)])
+def test_every_segment_generates_sets_with_a_smoke_subset(segment, n):
+    "All three segments make their sets (physical × race too, whose released file is absent); positions run 0..n-1."
+    attrs = {"physical": ["young", "old"]}
+    sets = counterfactual_sets(caption_sets(segment, occupations=["doctor", "nurse"], prefixes=["a", "A photo of a"], attributes=attrs))
+    assert len(sets) == 4 and all(len(s["captions"]) == n == len(set(s["captions"])) for s in sets)
+    assert sets[0]["filename"] == f"{segment}_doctor" and sets[1]["filename"] == f"a_photo_of_{segment}_doctor"
+    if segment == "physical_race":
+        assert sets[1]["captions"][6] == "A photo of an old White doctor"

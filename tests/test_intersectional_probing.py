@@ -77,3 +77,97 @@ def test_real_benchmark_loaders_on_tiny_files(tmp_path):
     with pytest.raises(MissingDataError, match=str(tmp_path / "pata_fairness.files.lst")): load_pata(tmp_path)
     (tmp_path / "pata_fairness.files.lst").write_text("fashion_show_indian_male_young|http://a\nbad_line|http://b\n")
     with pytest.raises(ValueError, match="line 2"): load_pata(tmp_path)
+
+# --- segments, smoke calibration, keep rates beside the paper, planted debiasing, default models -----------------
+
+@pytest.mark.parametrize("segment, a1, a2, codes", [
+    ("race_gender", ["White", "Asian", "Latino", "Middle Eastern"], ["male", "female", "female", "male"], [0, 7, 11, 8]),
+    ("physical_gender", ["attractive", "young", "old", "fat"], ["male", "female", "female", "male"], [0, 13, 27, 16]),
+    ("physical_race", ["attractive", "young", "old", "tattooed"], ["Black", "Latino", "White", "Asian"], [1, 41, 78, 75]),
+])
+def test_attribute_codes_hand_examples(segment, a1, a2, codes):
+    "Code = index(a1)·|A2| + index(a2) in the segment's lists (§4.1), by hand for each segment; K = |A1|·|A2|."
+    from vlbias_nb.intersectional_probing import attribute_codes, pair_labels, segment_values
+    assert attribute_codes(segment, a1, a2).tolist() == codes
+    A1, A2 = segment_values(segment)
+    assert len(pair_labels(segment)) == len(A1) * len(A2) == {"race_gender": 12, "physical_gender": 28, "physical_race": 84}[segment]
+    assert [pair_labels(segment)[c] for c in codes] == [f"{x} {y}" for x, y in zip(a1, a2)]
+
+@pytest.mark.parametrize("segment", ["race_gender", "physical_gender", "physical_race"])
+def test_attribute_codes_are_set_positions(segment):
+    "With the smoke subset of physical characteristics too, an image's code is its position in the counterfactual set."
+    from vlbias_nb.counterfactual_captions import caption_sets
+    from vlbias_nb.intersectional_probing import attribute_codes
+    for attrs in (None, {"physical": ["young", "old"]}):
+        cs = caption_sets(segment, occupations=["nurse", "pilot"], prefixes=["a", "A photo of a"], attributes=attrs)
+        assert attribute_codes(segment, cs.a1, cs.a2, attrs).tolist() == cs.position.tolist()
+    with pytest.raises(ValueError, match="not attribute values"): attribute_codes(segment, ["nobody"], ["male"])
+
+def test_marginal_by_value_hand_example():
+    "Race 0's top 2 both male -> ln 2; race 1's top 2 one of each -> 0 (Fig. 4 per value of the first type)."
+    x = np.array([.95, .9, .8, .7, .6, .5, .4, .3]); V = np.stack([x, np.sqrt(1 - x ** 2)], 1)
+    out = marginal_max_skew_by_value(np.array([[1., 0]]), V, np.zeros(8, int), np.array([0, 0, 2, 1, 3, 1, 2, 3]), [0], 2, 2)
+    np.testing.assert_allclose(out[:, 0], [np.log(2), 0.0])
+
+def test_calibrated_thresholds_keep_the_stated_fraction():
+    rng = np.random.default_rng(0)
+    ti = rng.uniform(-0.4, 0.3, (40, 12)); ii = np.full((40, 12, 12), 0.999)     # like the tiny random models
+    assert not clip_similarity_keep(ti, ii, 0.2).any()                             # the paper's 0.2 keeps none
+    for f, n in ((0.8, 32), (0.5, 20), (0.25, 10), (1.0, 40)):
+        assert clip_similarity_keep(ti, ii, calibrated_clip_threshold(ti, ii, f)).sum() == n
+    assert threshold_for_keep_fraction([0.1, 0.3, 0.2, 0.4], 0.5) == pytest.approx(0.25)
+    th = calibrated_detectability_thresholds({"race": np.arange(10), "gender": np.arange(10)[::-1]}, 0.49)   # 0.7 per type
+    assert th == {"race": 2.5, "gender": 2.5}
+    with pytest.raises(ValueError): threshold_for_keep_fraction([1.0], 1.5)
+
+def test_keep_rates_with_paper_numbers():
+    kt = keep_rate_table({"CLIP similarity": [1, 1, 1, 0], "NSFW": [1, 1, 0, 1], "attribute detectability": [1, 0, 1, 1]}, 12)
+    t = keep_rates_with_paper(kt, "physical_race", nsfw_image_removal=0.01)
+    assert t.stage.tolist()[-1] == "all stages" and t.sets_kept.tolist() == [3, 2, 1, 1]
+    last = t.iloc[-1]
+    assert last.keep_rate == 0.25 and last.paper_sets_kept == 836 and last.paper_sets_in == 104_000
+    assert last.paper_keep_rate == pytest.approx(836 / 104_000)
+    assert t.loc[1, ["paper_nsfw_image_removal_min", "paper_nsfw_image_removal_max", "nsfw_image_removal"]].tolist() == [0.009, 0.027, 0.01]
+    assert paper_keep_rates("race_gender")["sets_kept"] == 7936 and paper_keep_rates("physical_gender")["sets_kept"] == 5052
+
+def test_finetuning_on_planted_counterfactuals_reduces_withheld_max_skew():
+    """§5 known answer: the shared prompt word carries a planted preference for one attribute pair, so every withheld
+    occupation retrieves that pair's 4 images first (MaxSkew@6 = ln 4); contrastive fine-tuning on the balanced sets of
+    the other occupations shrinks the planted component and MaxSkew@6 on the withheld occupations falls."""
+    torch = pytest.importorskip("torch")
+    d = planted_debiasing_data(n_subjects=20, n1=3, n2=2, n_sets=4, beta=1.0, seed=0)
+    tr, te = split_occupations(d["subjects"], 0.2, seed=0)
+    assert len(te) == 4 and not set(tr) & set(te)
+    skew = lambda: withheld_max_skew(d["model"], te, [d["prefix"]], d["images"], d["image_subject"], d["codes"], d["n_values"])
+    u = d["model"].word_vector("first0") + d["model"].word_vector("second0")
+    planted_before = d["model"].word_vector("photo") @ u
+    before = skew()
+    np.testing.assert_allclose(before, np.log(4))
+    idx = np.flatnonzero(np.isin(d["image_subject"], tr))
+    assert not np.isin(d["image_subject"][idx], te).any()                          # withheld occupations never seen
+    losses = finetune_contrastive(d["model"], [d["images"][i] for i in idx], [d["captions"][i] for i in idx], epochs=10,
+                                  lr=3e-2, batch_size=24, seed=0, progress=False)
+    after = skew()
+    assert losses[-1] < losses[0]
+    assert planted_before == pytest.approx(2.0) and d["model"].word_vector("photo") @ u < 1.4
+    assert after.mean() <= 1.0 and before.mean() - after.mean() >= 0.38              # ln 4 = 1.386 -> at most 1.0
+    assert (after <= before + 1e-9).all()
+    unbiased = planted_debiasing_data(n_subjects=20, n1=3, n2=2, n_sets=4, beta=0.0, seed=0)
+    floor = withheld_max_skew(unbiased["model"], te, [unbiased["prefix"]], unbiased["images"], unbiased["image_subject"],
+                              unbiased["codes"], unbiased["n_values"])
+    assert floor.mean() < 1.0                                                        # what no preference gives
+
+def test_default_models_and_segments():
+    "Smoke probes every tiny zoo model and all three segments; the full profile every zoo model the paper uses."
+    from vlbias_nb.models import MODEL_REGISTRY
+    from vlbias_nb.runner import analysis_notebooks, notebook_parameters
+    from vlbias_nb.profiles import profile_overrides
+    from vlbias_nb.counterfactual_captions import SEGMENTS
+    params = notebook_parameters(analysis_notebooks()["social_counterfactuals"])
+    tiny = [n for n, s in MODEL_REGISTRY.items() if s.random_init]
+    assert params["models"].default == tiny and len(tiny) == 5
+    assert params["segments"].default == list(SEGMENTS)
+    full = profile_overrides("full", "social_counterfactuals", params)
+    assert set(full["models"]) == {n for n, s in MODEL_REGISTRY.items() if "SocialCounterfactuals" in s.papers}
+    assert full["models"][0] == "ViT-B-32/openai" and full["filter_keep_fraction"] == 0.0
+    assert 0 < params["filter_keep_fraction"].default < 1 and params["clip_threshold"].default == 0.2

@@ -9,16 +9,21 @@ import numpy as np
 import pandas as pd
 import torch
 from .metrics import max_skew_at_k, skew_at_k, attribute_counts_at_k, UNDEFINED
-from .counterfactual_captions import with_article
+from .counterfactual_captions import with_article, segment_spec, ATTRIBUTES
 from .paths import MissingDataError
 
 # %% auto #0
-__all__ = ['NSFW_MODEL', 'VISOGENDER_HELP', 'PATA_HELP', 'PATA_SCENE_FIX', 'REAL_BENCHMARKS', 'clip_similarity_keep',
+__all__ = ['NSFW_MODEL', 'PAPER_TAB1_SETS', 'PAPER_TAB1_IMAGES_PER_SET', 'PAPER_CANDIDATE_SETS', 'PAPER_NSFW_IMAGE_REMOVAL',
+           'VISOGENDER_HELP', 'PATA_HELP', 'PATA_SCENE_FIX', 'REAL_BENCHMARKS', 'clip_similarity_keep',
            'set_similarities', 'load_nsfw_classifier', 'tiny_nsfw_classifier', 'nsfw_scores', 'nsfw_keep',
            'detected_attributes', 'fit_detectability_threshold', 'fit_detectability_thresholds', 'detectability_keep',
-           'keep_rate_table', 'neutral_prompts', 'averaged_text_embeddings', 'pooled_codes', 'intersectional_max_skew',
-           'retrieval_proportions', 'marginal_max_skew', 'planted_probe_embeddings', 'split_occupations',
-           'finetune_contrastive', 'load_visogender', 'load_pata', 'marginal_benchmark_max_skew', 'real_benchmark_path']
+           'keep_rate_table', 'paper_keep_rates', 'keep_rates_with_paper', 'set_min_similarity',
+           'threshold_for_keep_fraction', 'calibrated_clip_threshold', 'calibrated_detectability_thresholds',
+           'segment_values', 'attribute_codes', 'pair_labels', 'neutral_prompts', 'averaged_text_embeddings',
+           'pooled_codes', 'intersectional_max_skew', 'retrieval_proportions', 'marginal_max_skew',
+           'marginal_max_skew_by_value', 'planted_probe_embeddings', 'split_occupations', 'finetune_contrastive',
+           'PlantedBagOfWordsVLM', 'planted_debiasing_data', 'withheld_max_skew', 'load_visogender', 'load_pata',
+           'marginal_benchmark_max_skew', 'real_benchmark_path']
 
 # %% ../nbs/32_intersectional_probing.ipynb #f1565fb8
 def clip_similarity_keep(text_image_cos, image_image_cos, threshold: float = 0.2) -> np.ndarray:
@@ -103,6 +108,82 @@ def keep_rate_table(stages: dict, set_size: int) -> pd.DataFrame:
         alive = kept
     return pd.DataFrame(rows)
 
+# %% ../nbs/32_intersectional_probing.ipynb #f10919ce
+PAPER_TAB1_SETS = {"race_gender": 7_936, "physical_gender": 5_052, "physical_race": 836}  # sets after filtering (Tab. 1)
+PAPER_TAB1_IMAGES_PER_SET = {"race_gender": 12, "physical_gender": 10, "physical_race": 30}  # Tab. 1
+PAPER_CANDIDATE_SETS = 260 * 4 * 100  # per segment: occupations × prefixes × candidates per caption set (§3.2, §3.4)
+PAPER_NSFW_IMAGE_REMOVAL = (0.009, 0.027)  # share of images the NSFW filter removes (§3.4; range of Tab. 11)
+
+def paper_keep_rates(segment: str) -> dict:
+    """The paper's filter numbers for `segment`: sets kept (Tab. 1), candidate sets (260 occupations × 4 prefixes × 100,
+    §3.4), the overall set keep rate they imply, and the NSFW image-removal range (§3.4, Tab. 11)."""
+    if segment not in PAPER_TAB1_SETS: raise KeyError(f"Unknown segment {segment!r}; choose one of {list(PAPER_TAB1_SETS)}")
+    kept = PAPER_TAB1_SETS[segment]
+    return dict(sets_kept=kept, candidate_sets=PAPER_CANDIDATE_SETS, keep_rate=kept / PAPER_CANDIDATE_SETS,
+                nsfw_image_removal_min=PAPER_NSFW_IMAGE_REMOVAL[0], nsfw_image_removal_max=PAPER_NSFW_IMAGE_REMOVAL[1])
+
+def keep_rates_with_paper(table: pd.DataFrame, segment: str, nsfw_image_removal: float | None = None) -> pd.DataFrame:
+    """`keep_rate_table` output plus an `all stages` row, with the paper's numbers beside ours (Tab. 1 on that row, the
+    §3.4/Tab. 11 NSFW image-removal range on the NSFW row; NaN where the paper reports nothing per stage)."""
+    t = table.reset_index(drop=True)
+    n0, n1 = int(t.sets_in.iloc[0]), int(t.sets_kept.iloc[-1])
+    t = pd.concat([t, pd.DataFrame([dict(stage="all stages", sets_in=n0, sets_kept=n1, keep_rate=n1 / max(n0, 1),
+                                         images_kept=int(t.images_kept.iloc[-1]))])], ignore_index=True)
+    p, nan = paper_keep_rates(segment), np.nan
+    is_nsfw, is_all = t.stage.str.contains("nsfw", case=False).values, (t.stage == "all stages").values
+    t["nsfw_image_removal"] = np.where(is_nsfw, nan if nsfw_image_removal is None else nsfw_image_removal, nan)
+    t["paper_sets_in"] = np.where(is_all, p["candidate_sets"], nan)
+    t["paper_sets_kept"] = np.where(is_all, p["sets_kept"], nan)
+    t["paper_keep_rate"] = np.where(is_all, p["keep_rate"], nan)
+    t["paper_nsfw_image_removal_min"] = np.where(is_nsfw, p["nsfw_image_removal_min"], nan)
+    t["paper_nsfw_image_removal_max"] = np.where(is_nsfw, p["nsfw_image_removal_max"], nan)
+    return t
+
+# %% ../nbs/32_intersectional_probing.ipynb #cb8716e9
+def set_min_similarity(text_image_cos, image_image_cos) -> np.ndarray:
+    """Each set's smallest stage-1 cosine (§3.4): the minimum over its caption–image and distinct image–image cosines, so a
+    set passes `clip_similarity_keep` at τ iff this is ≥ τ (> τ when the minimum is an image pair)."""
+    ti, ii = np.asarray(text_image_cos, float), np.asarray(image_image_cos, float)
+    off = ~np.eye(ti.shape[1], dtype=bool)
+    return np.minimum(ti.min(1), ii[:, off].min(1))
+
+def threshold_for_keep_fraction(scores, keep_fraction: float) -> float:
+    """A threshold that the `ceil(keep_fraction · n)` highest of `n` scores exceed (ties aside): halfway between that score
+    and the next lower one, or just below the lowest when all are kept. Smoke stand-in for a §3.4 threshold."""
+    s = np.sort(np.asarray(scores, float).ravel())[::-1]
+    if not 0 < keep_fraction <= 1 or not s.size: raise ValueError("need 0 < keep_fraction <= 1 and at least one score")
+    n = int(np.ceil(keep_fraction * s.size - 1e-9))
+    return float(np.nextafter(s[-1], -np.inf)) if n >= s.size else float((s[n - 1] + s[n]) / 2)
+
+def calibrated_clip_threshold(text_image_cos, image_image_cos, keep_fraction: float) -> float:
+    "Stage-1 threshold (§3.4, paper: 0.2) under which `keep_fraction` of the sets pass, from this model's cosines (smoke)."
+    return threshold_for_keep_fraction(set_min_similarity(text_image_cos, image_image_cos), keep_fraction)
+
+def calibrated_detectability_thresholds(n_detected_by_type: dict, keep_fraction: float) -> dict:
+    """Stage-3 count threshold per attribute type (§3.4, paper: τ fitted to human labels), each keeping
+    `keep_fraction ** (1 / number of types)` of the sets, from this model's detected counts (smoke)."""
+    f = keep_fraction ** (1 / len(n_detected_by_type))
+    return {t: threshold_for_keep_fraction(n, f) for t, n in n_detected_by_type.items()}
+
+# %% ../nbs/32_intersectional_probing.ipynb #4cc7b842
+def segment_values(segment: str, attributes: dict | None = None) -> tuple[list[str], list[str]]:
+    "The attribute values `(A1, A2)` of a segment (Tab. 1, §4.1), `attributes` overriding lists by type name."
+    t1, t2, _ = segment_spec(segment)
+    attrs = {**ATTRIBUTES, **(attributes or {})}
+    return list(attrs[t1]), list(attrs[t2])
+
+def attribute_codes(segment: str, a1: Sequence[str], a2: Sequence[str], attributes: dict | None = None) -> np.ndarray:
+    """Intersectional code `i·|A2| + j` of each image showing `(A1[i], A2[j])` (§4.1: K = |A1|·|A2| codes 0..K-1)."""
+    A1, A2 = segment_values(segment, attributes)
+    bad = sorted({str(x) for x in a1 if x not in A1} | {str(y) for y in a2 if y not in A2})
+    if bad: raise ValueError(f"values {bad} are not attribute values of segment {segment!r} ({A1} × {A2})")
+    return np.array([A1.index(x) * len(A2) + A2.index(y) for x, y in zip(a1, a2)], dtype=int)
+
+def pair_labels(segment: str, attributes: dict | None = None) -> list[str]:
+    "'<a1> <a2>' of each intersectional code, in code order (Fig. 5's right panel)."
+    A1, A2 = segment_values(segment, attributes)
+    return [f"{x} {y}" for x in A1 for y in A2]
+
 # %% ../nbs/32_intersectional_probing.ipynb #9f169c31
 def neutral_prompts(subject: str, prefixes: Sequence[str]) -> list[str]:
     "Attribute-neutral prompts of a subject, one per prefix: 'A photo of an accountant' (§4.1)."
@@ -136,6 +217,13 @@ def marginal_max_skew(text_emb, image_emb, image_subject, a1, a2, subjects, n_a2
     c = np.where(sel, np.asarray(a2), UNDEFINED)
     S = np.asarray(text_emb) @ np.asarray(image_emb).T
     return max_skew_at_k(S, pooled_codes(c, image_subject, subjects), k or n_a2, n_values=n_a2)
+
+def marginal_max_skew_by_value(text_emb, image_emb, image_subject, codes, subjects, n1: int, n2: int) -> np.ndarray:
+    """Marginal MaxSkew@|A2| of the second attribute type among the images of each value of the first, `(n1, subjects)`
+    (§4.2, Fig. 4: gender per race for race × gender; the analogous gender or race per physical characteristic)."""
+    c = np.asarray(codes)
+    return np.stack([marginal_max_skew(text_emb, image_emb, image_subject, c // n2, c % n2, subjects, n2, v)
+                     for v in range(n1)])
 
 # %% ../nbs/32_intersectional_probing.ipynb #3bfa2ae8
 def planted_probe_embeddings(subjects: Sequence[str], n_values: int, n_sets: int = 4, dim: int = 64,
@@ -182,9 +270,78 @@ def finetune_contrastive(model, images, captions: Sequence[str], epochs: int = 1
         v = model.image_features(px)
         logits = scale * v @ t.T; y = torch.arange(len(idx), device=logits.device)
         loss = (torch.nn.functional.cross_entropy(logits, y) + torch.nn.functional.cross_entropy(logits.T, y)) / 2
-        opt.zero_grad(); loss.backward(); opt.step(); losses.append(float(loss))
+        opt.zero_grad(); loss.backward(); opt.step(); losses.append(float(loss.detach()))
     net.eval()
     return losses
+
+# %% ../nbs/32_intersectional_probing.ipynb #0d6b96d6
+class _SharedWords(torch.nn.Module):
+    "Word vectors, only the rows marked trainable being parameters; row 0 of the lookup is padding (zero)."
+    def __init__(self, W: np.ndarray, trainable: Sequence[bool]):
+        super().__init__()
+        W = torch.tensor(np.asarray(W), dtype=torch.float32); m = torch.tensor(list(trainable), dtype=torch.bool)[:, None]
+        self.register_buffer("frozen", W * ~m); self.register_buffer("mask", m.float())
+        self.trainable = torch.nn.Parameter(W * m)
+    def forward(self, ids):
+        W = self.frozen + self.trainable * self.mask
+        return torch.cat([torch.zeros(1, W.shape[1], device=W.device), W])[ids]
+
+class PlantedBagOfWordsVLM:
+    """A planted VLM with the interface `finetune_contrastive` uses (§5.1): a caption's embedding is the normalised sum of
+    its (lower-cased, space-separated) words' vectors, unknown words count zero; images are given as vectors."""
+    def __init__(self, word_vectors: dict, trainable: Sequence[str] = (), logit_scale: float = 10.0, device: str = "cpu"):
+        self.vocab = {w: i + 1 for i, w in enumerate(word_vectors)}
+        self.model = _SharedWords(np.stack([np.asarray(v, float) for v in word_vectors.values()]),
+                                  [w in set(trainable) for w in word_vectors])
+        self.device, self._scale = torch.device(device), float(logit_scale)
+    @property
+    def logit_scale(self) -> float: return self._scale
+    def word_vector(self, word: str) -> np.ndarray:
+        with torch.no_grad(): return self.model(torch.tensor([self.vocab[word]]))[0].numpy()
+    def tokenize(self, texts):
+        ids = [[self.vocab.get(w, 0) for w in t.lower().split()] for t in texts]
+        n = max(map(len, ids)); return torch.tensor([i + [0] * (n - len(i)) for i in ids])
+    def text_features(self, tokens): return torch.nn.functional.normalize(self.model(tokens.to(self.device)).sum(1), dim=-1)
+    def preprocess_batch(self, images): return torch.tensor(np.stack([np.asarray(v, float) for v in images]), dtype=torch.float32)
+    def image_features(self, pixels): return torch.nn.functional.normalize(pixels.to(self.device), dim=-1)
+    def encode_text(self, texts, **kw) -> np.ndarray:
+        with torch.no_grad(): return self.text_features(self.tokenize(list(texts))).cpu().numpy()
+    def encode_image(self, images, **kw) -> np.ndarray:
+        with torch.no_grad(): return self.image_features(self.preprocess_batch(images)).cpu().numpy()
+
+def planted_debiasing_data(n_subjects: int = 20, n1: int = 3, n2: int = 2, n_sets: int = 4, favoured: tuple = (0, 0),
+                           beta: float = 1.0, noise: float = 0.3, dim: int = 64, prefix: str = "a photo of a",
+                           seed: int = 0) -> dict:
+    """Planted counterfactual sets with an intersectional preference for pair `favoured` in the shared word *photo*
+    (§5 known answer; see above). Returns `model` (only the prefix words trainable), `subjects`, `captions`, `images`,
+    `image_subject` (names), `codes`, `prefix`, `n_values` = n1·n2, `favoured_code`."""
+    rng = np.random.default_rng(seed)
+    subjects = [f"occupation{i:02d}" for i in range(n_subjects)]
+    A1, A2 = [f"first{i}" for i in range(n1)], [f"second{j}" for j in range(n2)]
+    shared = sorted(set(prefix.lower().split()) | {"a", "an", "photo"})
+    names = shared + A1 + A2 + subjects
+    if dim < len(names): raise ValueError(f"dim={dim} must be at least the number of words ({len(names)})")
+    words = dict(zip(names, np.linalg.qr(rng.normal(size=(dim, len(names))))[0].T))
+    words["photo"] = words["photo"] + beta * (words[A1[favoured[0]]] + words[A2[favoured[1]]])
+    caps, imgs, subj, codes = [], [], [], []
+    for s in subjects:
+        for _ in range(n_sets):
+            for i, a1 in enumerate(A1):
+                for j, a2 in enumerate(A2):
+                    v = (1 + noise * rng.normal()) * words[s] + words[a1] + words[a2]
+                    imgs.append(v / np.linalg.norm(v)); caps.append(with_article(prefix, f"{a1} {a2} {s}"))
+                    subj.append(s); codes.append(i * n2 + j)
+    return dict(model=PlantedBagOfWordsVLM(words, trainable=shared), subjects=subjects, captions=caps, images=imgs,
+                image_subject=np.array(subj), codes=np.array(codes), prefix=prefix, n_values=n1 * n2,
+                favoured_code=favoured[0] * n2 + favoured[1])
+
+def withheld_max_skew(model, subjects: Sequence[str], prefixes: Sequence[str], images, image_subject, codes,
+                      n_values: int) -> np.ndarray:
+    """MaxSkew@K, K = `n_values`, of each (withheld) subject (§5.1; Tab. 2 reports the mean): its prefix-averaged neutral
+    prompt retrieves among the `images` whose `image_subject` (names) is that subject; other images are ignored."""
+    te = averaged_text_embeddings(model.encode_text, subjects, prefixes)
+    idx = np.array([list(subjects).index(s) if s in subjects else -1 for s in image_subject])
+    return intersectional_max_skew(te, model.encode_image(images), idx, codes, list(range(len(subjects))), n_values)
 
 # %% ../nbs/32_intersectional_probing.ipynb #52e11dbc
 VISOGENDER_HELP = ("VisoGender: clone https://github.com/oxai/visogender (data/visogender_data/OO/*.tsv, OP/*.tsv) and "
