@@ -194,6 +194,21 @@ def test_tiny_on_real_coco_images(tiny):
     sim = tiny.similarity(e[:4], tiny.encode_text(["a photo of a person", "a dog"]))
     assert sim.shape == (4, 2) and np.all(np.abs(sim) <= 1 + 1e-5)
 
+@requires_shared("coco-mini/annotations/captions_val2017.json")
+def test_tiny_end_to_end_on_coco_mini_captions_and_images(tiny):
+    "The real coco-mini captions and photos through the tiny model: unit vectors, batch-size invariant, matched shapes."
+    from vlbias_nb.data import load_coco_captions
+    caps = load_coco_captions(shared_path("coco-mini/annotations/captions_val2017.json"))
+    first = caps.captions.groupby("image_id").caption.first()
+    files = [shared_path(COCO_VAL) / caps.images.set_index("id").file_name[i] for i in first.index[:12]]
+    t, im = tiny.encode_text(first.tolist()[:12], batch_size=5), tiny.encode_image(files, batch_size=5)
+    assert t.shape == im.shape == (12, 32)
+    np.testing.assert_allclose(np.linalg.norm(t, axis=1), 1, atol=1e-5)
+    np.testing.assert_allclose(tiny.encode_text(first.tolist()[:12], batch_size=12), t, atol=1e-5)
+    assert len({tuple(np.round(r, 5)) for r in t}) == 12                          # distinct captions, distinct embeddings
+    S = tiny.similarity(t, im)
+    assert S.shape == (12, 12) and np.allclose(S, t @ im.T, atol=1e-5)
+
 @requires_shared(COCO_VAL)
 def test_encode_image_accepts_lazy_image_lists(tiny):
     from vlbias_nb.data import LazyImages
