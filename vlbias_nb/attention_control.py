@@ -14,7 +14,7 @@ from PIL import Image
 # %% auto #0
 __all__ = ['token_alignment', 'set_alignment', 'CrossAttentionControl', 'ControlledAttnProcessor', 'generate_counterfactual_set',
            'attribute_masks', 'outside_attribute_difference', 'control_check', 'shared_token_state_change',
-           'candidate_items', 'counterfactual_set_batch']
+           'sharpened_cross_attention', 'candidate_items', 'counterfactual_set_batch']
 
 # %% ../nbs/31_attention_control.ipynb #c5263786
 def token_alignment(base_ids: Sequence[int], ids: Sequence[int], length: int = 77) -> tuple[np.ndarray, np.ndarray]:
@@ -194,6 +194,22 @@ def shared_token_state_change(pipe, prompts: Sequence[str]) -> "pd.DataFrame":
         rows.append(dict(caption=prompts[i], n_shared_before=int(before.sum()), change_before=float(d[before].mean()) if before.any() else 0.0,
                          n_shared_after=int(after.sum()), change_after=float(d[after].mean()) if after.any() else 0.0))
     return pd.DataFrame(rows)
+
+# %% ../nbs/31_attention_control.ipynb #2ec5ecd5
+def sharpened_cross_attention(pipe, qk_scale: float = 64.0, out_scale: float = 8.0):
+    """A copy of `pipe` whose cross-attention maps are peaked (query/key weights x sqrt(`qk_scale`)) and whose
+    cross-attention output dominates (output projection x `out_scale`): a random-weight pipeline whose image layout
+    follows its cross-attention, to check Prompt-to-Prompt control (SocialCounterfactuals §3.3) offline. Checks only."""
+    import copy
+    out = copy.copy(pipe)
+    out.unet = copy.deepcopy(pipe.unet)
+    with torch.no_grad():
+        for name, m in out.unet.named_modules():
+            if name.endswith("attn2"):                                        # diffusers' cross-attention modules
+                m.to_q.weight.mul_(qk_scale ** 0.5); m.to_k.weight.mul_(qk_scale ** 0.5)
+                m.to_out[0].weight.mul_(out_scale)
+    out.register_modules(unet=out.unet)
+    return out
 
 # %% ../nbs/31_attention_control.ipynb #0388ad70
 def candidate_items(sets: Sequence[dict], n_candidates: int = 100, seed: int = 0,
