@@ -87,6 +87,7 @@ PROFILES = {
                 "n_candidates": 100, "num_inference_steps": 50, "image_size": 512, "check_steps": 50,
                 # every zoo model the paper probes (CLIP, OpenCLIP, FLAVA; ALIP, LaCLIP and SLIP are not in the zoo)
                 "models": ["ViT-B-32/openai", "ViT-B-32/laion400m_e32", "ViT-B-32/laion2b_e16", "facebook/flava-full"],
+                "finetune_models": ["ViT-B-32/openai", "facebook/flava-full"],
                 "segments": ["race_gender", "physical_gender", "physical_race"], "physical_characteristics": "",
                 "filter_keep_fraction": 0.0, "n_threads": 0,
                 "nsfw_model": "Falconsai/nsfw_image_detection", "finetune_epochs": 5, "finetune_lr": 1e-5, "check_seeds": 5,
