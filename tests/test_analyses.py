@@ -84,3 +84,15 @@ def test_generation_folder_is_kept_and_a_rerun_resumes(tmp_path):
     d = run_notebook(NOTEBOOKS["social_counterfactuals"], "smoke", ov, out_root=tmp_path / "b", progress=False, html=False)
     assert {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in gen.rglob("*.png")} == first
     check_social_counterfactuals(d)
+
+def test_gab_with_an_ungendered_candidate_list(tmp_path):
+    "§4.1.2 path of the GAB notebook: a plain activity list is scored with the MLM and both tails are selected."
+    acts = ["cooking dinner", "fixing a car", "knitting a scarf", "playing football", "reading a book",
+            "lifting weights", "doing yoga", "painting a wall", "washing dishes", "riding a motorcycle"]
+    f = tmp_path / "candidates.txt"; f.write_text("\n".join(acts) + "\n")
+    d = run_notebook(NOTEBOOKS["gab"], "smoke", {"candidate_activities_file": str(f), "tail_n": 2},
+                     out_root=tmp_path / "out", progress=False, html=False)
+    scores, sel = _table(d, "candidate_mlm_scores"), _table(d, "candidate_selected")
+    assert len(scores) == len(acts) and len(sel) == 4
+    assert set(sel.activity) <= set(acts)
+    check_gab(d)
