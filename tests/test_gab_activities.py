@@ -21,13 +21,18 @@ def test_eq1_sums_identifiers():
     p = np.array([[0.2, 0.1, 0.05, 0.3, 0.0]])
     assert math.isclose(mlm_log_ratio(p, [0, 1], [2, 3])[0], math.log(0.3 / 0.35))
 
-def test_planted_mlm_bias_real_model():
-    m, t = tiny_roberta_mlm(1)
-    ids = identifier_token_ids(t, MALE_IDENTIFIERS + FEMALE_IDENTIFIERS)
+def _mlm_favouring(words, factor: float, seed: int):
+    "A tiny RoBERTa fill-mask model whose mask prediction is `factor` times likelier on each of `words` (planted eq. 1)."
     import torch
+    m, t = tiny_roberta_mlm(seed)
+    ids = identifier_token_ids(t, MALE_IDENTIFIERS + FEMALE_IDENTIFIERS)
     with torch.no_grad():
         m.lm_head.decoder.weight.zero_(); m.lm_head.bias.zero_()
-        m.lm_head.bias[[ids[w] for w in FEMALE_IDENTIFIERS]] = math.log(3.0)
+        m.lm_head.bias[[ids[w] for w in words]] = math.log(factor)
+    return m, t
+
+def test_planted_mlm_bias_real_model():
+    m, t = _mlm_favouring(FEMALE_IDENTIFIERS, 3.0, seed=1)
     s = mlm_bias_scores(["doing pilates", "playing poker", "x y z"], m, t, progress=False)
     np.testing.assert_allclose(s.log_ratio, -math.log(3.0), atol=1e-5)
 
@@ -104,12 +109,7 @@ def test_candidate_list_errors(tmp_path):
     with pytest.raises(ValueError, match="shape"): select_candidate_activities(["a", "b", "c"], lambda a: [1.0])
 
 def test_mlm_score_fn_is_eq1_of_the_model():
-    m, t = tiny_roberta_mlm(2)
-    ids = identifier_token_ids(t, MALE_IDENTIFIERS + FEMALE_IDENTIFIERS)
-    import torch
-    with torch.no_grad():
-        m.lm_head.decoder.weight.zero_(); m.lm_head.bias.zero_()
-        m.lm_head.bias[[ids[w] for w in MALE_IDENTIFIERS]] = math.log(2.0)
+    m, t = _mlm_favouring(MALE_IDENTIFIERS, 2.0, seed=2)
     np.testing.assert_allclose(mlm_score_fn(m, t)(["fixing a car", "knitting a scarf"]), math.log(2.0), atol=1e-5)
 
 def test_caption_file_formats(tmp_path):

@@ -8,7 +8,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 import torch
-from .metrics import max_skew_at_k, skew_at_k, attribute_counts_at_k, UNDEFINED
+from .metrics import max_skew_at_k, skew_at_k, attribute_counts_at_k, encode_attributes, intersect_attributes, UNDEFINED
 from .counterfactual_captions import with_article, segment_spec, ATTRIBUTES
 from .paths import MissingDataError
 
@@ -177,7 +177,7 @@ def attribute_codes(segment: str, a1: Sequence[str], a2: Sequence[str], attribut
     A1, A2 = segment_values(segment, attributes)
     bad = sorted({str(x) for x in a1 if x not in A1} | {str(y) for y in a2 if y not in A2})
     if bad: raise ValueError(f"values {bad} are not attribute values of segment {segment!r} ({A1} × {A2})")
-    return np.array([A1.index(x) * len(A2) + A2.index(y) for x, y in zip(a1, a2)], dtype=int)
+    return intersect_attributes(encode_attributes(list(a1), A1)[0], encode_attributes(list(a2), A2)[0], len(A1), len(A2))[0]
 
 def pair_labels(segment: str, attributes: dict | None = None) -> list[str]:
     "'<a1> <a2>' of each intersectional code, in code order (Fig. 5's right panel)."

@@ -150,6 +150,13 @@ def _replace_dir(src: Path, dst: Path):
     if old.exists(): shutil.rmtree(old)
 
 # %% ../nbs/10_runner.ipynb #cbb3bf25
+def _keep_failed(staging: Path, failed: Path) -> Path:
+    "Move a failed run's staging folder to `failed` (replacing an older failure there); returns `failed`."
+    failed.parent.mkdir(parents=True, exist_ok=True)
+    if failed.exists(): shutil.rmtree(failed)
+    staging.rename(failed)
+    return failed
+
 def run_notebook(path, profile: str = "smoke", overrides: dict | None = None, out_root=None,
                  resume: bool = False, progress: bool = True, kernel_name: str | None = None, html: bool = True) -> Path:
     "Execute one analysis notebook with papermill; returns its output folder (see above)."
@@ -171,10 +178,7 @@ def run_notebook(path, profile: str = "smoke", overrides: dict | None = None, ou
         pm.execute_notebook(str(path), str(out_nb), parameters=injected, progress_bar=progress, cwd=str(path.parent),
                             kernel_name=kernel_name, log_output=False)
     except PapermillExecutionError as e:
-        failed = out_root / "failed" / name
-        failed.parent.mkdir(parents=True, exist_ok=True)
-        if failed.exists(): shutil.rmtree(failed)
-        staging.rename(failed)
+        failed = _keep_failed(staging, out_root / "failed" / name)
         first = (e.source or "").strip().splitlines()[:1]
         src_nb = nbformat.read(str(path), as_version=4)
         pidx = src_nb.cells.index(parameters_cell(src_nb))
@@ -183,10 +187,7 @@ def run_notebook(path, profile: str = "smoke", overrides: dict | None = None, ou
                              f"(starting {first[0][:60] if first else ''!r}): {e.ename}: {str(e.evalue).rstrip('.')}. The partial executed notebook is kept at {failed / out_nb.name}; "
                              f"outputs of earlier successful runs in {final} are untouched.") from None
     except BaseException as e:                        # kernel death, interrupt, ...: keep what was executed too
-        failed = out_root / "failed" / name
-        failed.parent.mkdir(parents=True, exist_ok=True)
-        if failed.exists(): shutil.rmtree(failed)
-        staging.rename(failed)
+        failed = _keep_failed(staging, out_root / "failed" / name)
         if not isinstance(e, Exception): raise
         raise NotebookFailed(f"Notebook {name!r} ({path}) stopped: {type(e).__name__}: {str(e).rstrip('.')}. Whatever it "
                              f"wrote is kept in {failed}; outputs of earlier successful runs in {final} are untouched.") from e

@@ -81,7 +81,7 @@ class PlantedCoco:
 def with_overall_male_share(contexts, overall_male_share: float, weights=None) -> list:
     """The contexts with their male shares moved by one common shift in log-odds so that their weighted mean (weights:
     the contexts' `weight`, i.e. their share of gendered images) is `overall_male_share`; the order of the contexts'
-    shares and shares of exactly 0 or 1 are kept. Bisection on the shift, which the weighted mean increases with."""
+    shares and shares of exactly 0 or 1 are kept. The shift is the root (scipy's `brentq`) of the increasing weighted mean."""
     if not 0 < overall_male_share < 1: raise ValueError(f"overall_male_share must be in (0, 1), got {overall_male_share}")
     s = np.array([c.male_share for c in contexts], float)
     w = np.array([c.weight for c in contexts] if weights is None else weights, float); w = w / w.sum()
@@ -90,13 +90,11 @@ def with_overall_male_share(contexts, overall_male_share: float, weights=None) -
     if not inner.any() or not fixed < overall_male_share < fixed + w[inner].sum():
         raise ValueError(f"overall_male_share {overall_male_share} cannot be reached from shares {s.tolist()} "
                          f"(contexts with share 0 or 1 stay fixed)")
-    logit = np.log(s[inner] / (1 - s[inner]))
-    def mean_at(d): return fixed + (w[inner] / (1 + np.exp(-(logit + d)))).sum()
-    lo, hi = -50.0, 50.0
-    for _ in range(200):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if mean_at(mid) < overall_male_share else (lo, mid)
-    s[inner] = 1 / (1 + np.exp(-(logit + (lo + hi) / 2)))
+    from scipy.optimize import brentq
+    from scipy.special import expit, logit
+    z = logit(s[inner])
+    shift = brentq(lambda d: fixed + (w[inner] * expit(z + d)).sum() - overall_male_share, -50.0, 50.0, xtol=1e-12)
+    s[inner] = expit(z + shift)
     return [replace(c, male_share=float(v)) for c, v in zip(contexts, s)]
 
 def _allocate(n: int, weights) -> np.ndarray:
