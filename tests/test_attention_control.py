@@ -66,6 +66,15 @@ def test_control_confines_differences_when_layout_follows_attention(pipe):
     set's images outside the attribute tokens' attention on every seed; on the plain random pipeline it cannot."""
     from vlbias_nb.attention_control import sharpened_cross_attention
     sharp = sharpened_cross_attention(pipe)
-    ratios = [control_check(sharp, CAPS, seed=s, p=0.9, num_inference_steps=10)["ratio"] for s in range(3)]
-    assert max(ratios) < 0.75, ratios
+    chks = [control_check(sharp, CAPS, seed=s, p=0.9, num_inference_steps=10) for s in range(6)]
+    ratios = [c["ratio"] for c in chks]                 # measured 0.58-0.70, mean 0.64
+    assert max(ratios) < 0.75 and np.mean(ratios) < 0.68, ratios
+    # what is left: ~40 % of the attribute tokens' attention falls outside the region (random weights do not localise it)
+    assert all(0.3 < c["attribute_attention_outside"] < 0.5 for c in chks)
     assert min(control_check(pipe, CAPS, seed=s, p=0.9, num_inference_steps=10)["ratio"] for s in range(2)) > 0.9
+
+def test_attribute_attention_outside_hand_example():
+    from vlbias_nb.attention_control import attribute_attention_outside
+    maps = np.array([[[9., 0], [0, 0]], [[1., 1], [0, 2]]])          # caption 1: attention mass 4
+    masks = np.zeros((2, 2, 2), bool); masks[0, 0, 0] = True; masks[1, 1, 1] = True
+    assert attribute_attention_outside(maps, masks) == 0.25            # only the 1 at (0, 1) lies outside

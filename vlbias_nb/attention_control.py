@@ -13,8 +13,8 @@ from PIL import Image
 
 # %% auto #0
 __all__ = ['token_alignment', 'set_alignment', 'CrossAttentionControl', 'ControlledAttnProcessor', 'generate_counterfactual_set',
-           'attribute_masks', 'outside_attribute_difference', 'control_check', 'shared_token_state_change',
-           'sharpened_cross_attention', 'candidate_items', 'counterfactual_set_batch']
+           'attribute_masks', 'outside_attribute_difference', 'attribute_attention_outside', 'control_check',
+           'shared_token_state_change', 'sharpened_cross_attention', 'candidate_items', 'counterfactual_set_batch']
 
 # %% ../nbs/31_attention_control.ipynb #c5263786
 def token_alignment(base_ids: Sequence[int], ids: Sequence[int], length: int = 77) -> tuple[np.ndarray, np.ndarray]:
@@ -161,6 +161,12 @@ def outside_attribute_difference(images: Sequence[Image.Image], masks: np.ndarra
         out.append(np.abs(x[i] - x[0])[keep].mean() if keep.any() else np.nan)
     return np.array(out)
 
+def attribute_attention_outside(maps: np.ndarray, masks: np.ndarray) -> float:
+    """Share of the attribute tokens' attention (`maps (N, H, W)`, captions 1..N-1) that falls outside `masks[0] | masks[i]`:
+    the part of the attribute change that control cannot keep out of the measured region (0 = fully localised)."""
+    maps = np.asarray(maps, dtype=float)
+    return float(np.mean([maps[i][~(masks[0] | masks[i])].sum() / maps[i].sum() for i in range(1, len(maps)) if maps[i].sum() > 0]))
+
 def control_check(pipe, prompts: Sequence[str], seed: int = 0, p: float = 0.9, num_inference_steps: int = 10,
                   quantile: float = 0.75, p_self: float = 0.0, return_images: bool = False, **kw) -> dict:
     """Outside-attribute difference of a set's images from its base image with control (fraction `p` of the steps for
@@ -169,9 +175,11 @@ def control_check(pipe, prompts: Sequence[str], seed: int = 0, p: float = 0.9, n
     im_c, c_c = generate_counterfactual_set(pipe, prompts, p, seed, num_inference_steps, p_self=p_self, **kw)
     im_n, c_n = generate_counterfactual_set(pipe, prompts, 0.0, seed, num_inference_steps, p_self=0.0, **kw)
     size = im_c[0].size[::-1]
-    masks = attribute_masks(c_c.attribute_maps(size), quantile) | attribute_masks(c_n.attribute_maps(size), quantile)
+    maps_c = c_c.attribute_maps(size)
+    masks = attribute_masks(maps_c, quantile) | attribute_masks(c_n.attribute_maps(size), quantile)
     with_c, without = outside_attribute_difference(im_c, masks), outside_attribute_difference(im_n, masks)
     return dict(shared_attention_dev_with=float(np.mean(c_c.shared_dev)), shared_attention_dev_without=float(np.mean(c_n.shared_dev)),
+                attribute_attention_outside=attribute_attention_outside(maps_c, masks),
                 diff_with_control=float(np.nanmean(with_c)), diff_without_control=float(np.nanmean(without)),
                 ratio=float(np.nanmean(with_c) / np.nanmean(without)), per_image_with=with_c, per_image_without=without,
                 **(dict(images_with=im_c, images_without=im_n, masks=masks) if return_images else {}))
