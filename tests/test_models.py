@@ -31,13 +31,14 @@ def no_local_weights(tmp_path, monkeypatch):
     "An empty model folder and hub cache, so that no real weights are found even where they are installed."
     monkeypatch.setenv("VLBIAS_MODELS", str(tmp_path / "models"))
     monkeypatch.delenv("VLBIAS_NEGCLIP", raising=False)
+    monkeypatch.delenv("VLBIAS_ALIP", raising=False)
     return str(tmp_path / "hub")
 
 # ---------------------------------------------------------------- registry and names
 PAPER_MODELS = ["RN50/openai", "RN50x64/openai", "ViT-B-32/openai", "ViT-B-16/openai", "ViT-L-14/openai",
                 "ViT-B-32/laion400m_e32", "ViT-B-32/laion2b_e16", "EVA01-g-14/laion400m_s11b_b41k",
                 "EVA02-L-14/merged2b_s4b_b131k", "coca_ViT-B-32/laion2b_s13b_b90k", "coca_ViT-L-14/laion2b_s13b_b90k",
-                "NegCLIP-ViT-B-32", "facebook/flava-full", "kakaobrain/align-base", "BAAI/AltCLIP",
+                "NegCLIP-ViT-B-32", "ALIP-ViT-B-32", "facebook/flava-full", "kakaobrain/align-base", "BAAI/AltCLIP",
                 "openai/clip-vit-base-patch32"]
 
 def test_registry_covers_the_papers_models():
@@ -91,7 +92,10 @@ def test_missing_weights_error_names_model_and_remedy(name, no_local_weights):
     assert isinstance(e.value, MissingDataError) and isinstance(e.value, FileNotFoundError)
     assert f"Weights for model {name!r}" in msg and "Provide them locally" in msg and "tiny-clip" in msg
     s = MODEL_REGISTRY[name]
-    if s.checkpoint: assert "VLBIAS_NEGCLIP" in msg and "negclip.pth" in msg and "github.com/vinid/neg_clip" in msg
+    if s.checkpoint:
+        assert s.checkpoint_env in msg and os.path.join(os.environ["VLBIAS_MODELS"], s.checkpoint) in msg
+        if name == "NegCLIP-ViT-B-32": assert "github.com/vinid/neg_clip" in msg and "cannot be downloaded" in msg
+        if name == "ALIP-ViT-B-32": assert s.url in msg and "github.com/deepglint/ALIP" in msg and "turned off" in msg
     elif s.tag:
         src = M.open_clip_weight_sources(s.arch, s.tag)
         assert f"pretrained='{s.tag}'" in msg and os.path.join(os.environ["VLBIAS_MODELS"], s.arch, s.tag) in msg
@@ -363,3 +367,69 @@ def test_transformers_model_loads_from_hub_cache_offline(tmp_path, no_local_weig
     assert back.name == "facebook/flava-full" and back.spec.family == "flava"
     np.testing.assert_allclose(back.encode_text(["a cat"]), m.encode_text(["a cat"]), atol=1e-5)
     assert back.identity()["weights"].startswith("dir:")
+
+
+# ---------------------------------------------------------------- ALIP (SocialCounterfactuals)
+def _alip_state_dict_names(layers=12):
+    "Parameter names of deepglint/ALIP's `open_alip.model.ALIP` ViT-B/32, transcribed from its model.py (state_dict order aside)."
+    block = ["ln_1.weight", "ln_1.bias", "attn.in_proj_weight", "attn.in_proj_bias", "attn.out_proj.weight", "attn.out_proj.bias",
+             "ln_2.weight", "ln_2.bias", "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias"]
+    tower = lambda pre: [f"{pre}transformer.resblocks.{i}.{b}" for i in range(layers) for b in block]
+    return set(["visual.conv1.weight", "visual.class_embedding", "visual.positional_embedding", "visual.ln_pre.weight",
+                "visual.ln_pre.bias", "visual.ln_post.weight", "visual.ln_post.bias", "visual.proj", *tower("visual."),
+                "token_embedding.weight", "positional_embedding", "ln_final.weight", "ln_final.bias", "text_projection",
+                "logit_scale", *tower("")])
+
+def test_alip_checkpoint_names_are_open_clip_vit_b_32():
+    "ALIP's released state_dict loads strictly into open_clip's plain ViT-B-32 (GELU), which the registry entry builds."
+    with torch.device("meta"): m = open_clip.create_model("ViT-B-32", device="meta")
+    assert set(m.state_dict()) == _alip_state_dict_names()
+    assert isinstance(m.visual.transformer.resblocks[0].mlp.gelu, torch.nn.GELU)
+    s = MODEL_REGISTRY["ALIP-ViT-B-32"]
+    assert (s.arch, s.preprocess_tag, s.tag) == ("ViT-B-32", None, None) and s.url.startswith("https://drive.google.com/")
+
+def test_alip_gets_gelu_and_openai_preprocessing(tmp_path, monkeypatch):
+    seen = {}
+    class Stop(Exception): pass
+    def fake(arch, pretrained=None, **kw): seen.update(kw, arch=arch, pretrained=pretrained); raise Stop
+    monkeypatch.setattr(open_clip, "create_model_and_transforms", fake)
+    f = tmp_path / "ALIP_YFCC15M_B32.pt"; f.write_bytes(b"0")
+    with pytest.raises(Stop): M._load_open_clip(MODEL_REGISTRY["ALIP-ViT-B-32"], str(f), "cpu", "float32", 0)
+    assert seen == dict(cache_dir=None, arch="ViT-B-32", pretrained=str(f))    # no QuickGELU, open_clip's defaults:
+    norm = [t for t in open_clip.image_transform(224, is_train=False).transforms if type(t).__name__ == "Normalize"][0]
+    assert tuple(norm.mean) == tuple(open_clip.OPENAI_DATASET_MEAN)             # ALIP's DATASET_MEAN
+
+@pytest.fixture
+def alip_tiny(tiny, monkeypatch):
+    "The ALIP entry pointed at the tiny architecture (same loading path, small file)."
+    from dataclasses import replace
+    monkeypatch.setitem(MODEL_REGISTRY, "ALIP-ViT-B-32", replace(MODEL_REGISTRY["ALIP-ViT-B-32"], arch=TINY_CLIP_ARCH))
+    return {f"module.{k}": v for k, v in tiny.model.state_dict().items()}     # saved from DDP like the released file
+
+def test_alip_loads_from_models_dir_offline(alip_tiny, tiny, no_local_weights, tmp_path):
+    with pytest.raises(MissingWeightsError, match="ALIP_YFCC15M_B32.pt"):
+        load_model("ALIP-ViT-B-32", device="cpu", allow_download=False)
+    (tmp_path / "models" / "alip").mkdir(parents=True)
+    torch.save(alip_tiny, tmp_path / "models" / "alip" / "ALIP_YFCC15M_B32.pt")
+    m = load_model("ALIP-ViT-B-32", device="cpu", allow_download=False)
+    caps = ["a photo of a doctor", "a photo of a nurse"]
+    np.testing.assert_allclose(m.encode_text(caps), tiny.encode_text(caps), atol=1e-6)
+
+def test_alip_env_var_and_url_download(alip_tiny, tiny, no_local_weights, tmp_path, monkeypatch):
+    f = tmp_path / "elsewhere.pt"; torch.save(alip_tiny, f)
+    monkeypatch.setenv("VLBIAS_ALIP", str(f))
+    assert locate_weights(MODEL_REGISTRY["ALIP-ViT-B-32"]) == str(f)
+    monkeypatch.delenv("VLBIAS_ALIP")
+    from dataclasses import replace
+    page = tmp_path / "page.html"; page.write_text("<html><body>Google Drive - Virus scan warning</body></html>")
+    monkeypatch.setitem(MODEL_REGISTRY, "ALIP-ViT-B-32", replace(MODEL_REGISTRY["ALIP-ViT-B-32"], url=page.as_uri()))
+    with pytest.raises(MissingWeightsError, match="web page"): load_model("ALIP-ViT-B-32", device="cpu", allow_download=True)
+    assert not (tmp_path / "models" / "alip" / "ALIP_YFCC15M_B32.pt").exists()
+    monkeypatch.setitem(MODEL_REGISTRY, "ALIP-ViT-B-32", replace(MODEL_REGISTRY["ALIP-ViT-B-32"], url=f.as_uri()))
+    m = load_model("ALIP-ViT-B-32", device="cpu", allow_download=True)
+    assert (tmp_path / "models" / "alip" / "ALIP_YFCC15M_B32.pt").is_file()
+    np.testing.assert_allclose(m.encode_text(["a doctor"]), tiny.encode_text(["a doctor"]), atol=1e-6)
+    monkeypatch.setattr(M, "host_reachable", lambda url, timeout=3.0: False)
+    monkeypatch.setitem(MODEL_REGISTRY, "ALIP-ViT-B-32", replace(MODEL_REGISTRY["ALIP-ViT-B-32"], url="https://example.invalid/a.pt"))
+    (tmp_path / "models" / "alip" / "ALIP_YFCC15M_B32.pt").unlink()
+    with pytest.raises(MissingWeightsError, match="cannot be reached"): load_model("ALIP-ViT-B-32", allow_download=True)

@@ -17,13 +17,14 @@ from tqdm.auto import tqdm
 from .paths import MissingDataError, project_root
 
 # %% auto #0
-__all__ = ['FAMILIES', 'HF_MODEL_CLASSES', 'HF_MODEL_TYPES', 'MODEL_REGISTRY', 'OPENAI_CLIP_ALIASES', 'MODELS_ENV',
+__all__ = ['FAMILIES', 'HF_MODEL_CLASSES', 'HF_MODEL_TYPES', 'ALIP_URL', 'MODEL_REGISTRY', 'OPENAI_CLIP_ALIASES', 'MODELS_ENV',
            'ALLOW_DOWNLOAD_ENV', 'TINY_CLIP_ARCH', 'TINY_CLIP_CONFIG', 'DTYPES', 'TINY_VOCAB', 'UnknownModelError',
            'MissingWeightsError', 'ModelSpec', 'list_models', 'resolve_model', 'models_dir', 'open_clip_weight_sources',
            'locate_weights', 'hub_endpoint', 'host_reachable', 'downloads_allowed', 'missing_weights_message',
-           'ensure_weights', 'register_tiny_clip_config', 'seeded', 'as_dtype', 'as_device', 'to_pil', 'l2_normalize',
-           'VisionLanguageModel', 'weights_fingerprint', 'OpenClipModel', 'HFModel', 'tiny_tokenizer',
-           'tiny_image_processor', 'tiny_hf_config', 'tiny_hf_model', 'load_model']
+           'ensure_weights', 'checkpoint_target', 'download_checkpoint', 'register_tiny_clip_config', 'seeded',
+           'as_dtype', 'as_device', 'to_pil', 'l2_normalize', 'VisionLanguageModel', 'weights_fingerprint',
+           'OpenClipModel', 'HFModel', 'tiny_tokenizer', 'tiny_image_processor', 'tiny_hf_config', 'tiny_hf_model',
+           'load_model']
 
 # %% ../nbs/06_models.ipynb #ba131118
 class UnknownModelError(ValueError):
@@ -57,12 +58,15 @@ class ModelSpec:
     checkpoint: str | None = None        # local checkpoint file (absolute, or relative to models_dir())
     checkpoint_env: str | None = None    # environment variable that may point at the checkpoint
     preprocess_tag: str | None = None    # open_clip tag whose preprocessing / QuickGELU a local checkpoint needs
+    url: str | None = None               # where a local checkpoint may be downloaded from (when downloads are allowed)
     random_init: bool = False            # tiny random-weight model
     papers: tuple = ()
     note: str = ""
 
 def _oc(arch, tag, papers, note=""): return ModelSpec(f"{arch}/{tag}", "open_clip", arch=arch, tag=tag, papers=papers, note=note)
 def _hf(hub_id, family, papers, note=""): return ModelSpec(hub_id, family, hub_id=hub_id, papers=papers, note=note)
+
+ALIP_URL = "https://drive.google.com/uc?export=download&id=1AqSHisCKZOZ16Q3sYguK6zIZIuwwEriE"  # deepglint/ALIP README
 
 MODEL_REGISTRY: dict[str, ModelSpec] = {s.name: s for s in [
     _oc("RN50", "openai", ("Prompt Array",), "OpenAI CLIP RN50"),
@@ -80,6 +84,10 @@ MODEL_REGISTRY: dict[str, ModelSpec] = {s.name: s for s in [
               checkpoint_env="VLBIAS_NEGCLIP", preprocess_tag="openai", papers=("GAB",),
               note="NegCLIP (Yuksekgonul et al. 2023): OpenAI ViT-B/32 fine-tuned with hard negatives; "
                    "checkpoint negclip.pth from https://github.com/vinid/neg_clip"),
+    ModelSpec("ALIP-ViT-B-32", "open_clip", arch="ViT-B-32", checkpoint="alip/ALIP_YFCC15M_B32.pt",
+              checkpoint_env="VLBIAS_ALIP", papers=("SocialCounterfactuals",), url=ALIP_URL,
+              note="ALIP (Yang et al. 2023) ViT-B/32 on YFCC15M; checkpoint ALIP_YFCC15M_B32.pt from "
+                   "https://github.com/deepglint/ALIP (open_clip ViT-B-32 layout, GELU, OpenAI mean/std)"),
     _hf("openai/clip-vit-base-patch32", "hf-clip", ("GenSynth",), "transformers port of OpenAI CLIP ViT-B/32"),
     _hf("openai/clip-vit-base-patch16", "hf-clip", ("Prompt Array",), "transformers port of OpenAI CLIP ViT-B/16"),
     _hf("facebook/flava-full", "flava", ("GAB", "SocialCounterfactuals"), "FLAVA"),
@@ -256,6 +264,7 @@ def missing_weights_message(spec: ModelSpec, reason: str) -> str:
         where = Path(spec.checkpoint) if os.path.isabs(spec.checkpoint) else md / spec.checkpoint
         how = [f"put the checkpoint file at {where}" + (f", or set {spec.checkpoint_env} to its path" if spec.checkpoint_env else ""),
                f"or load it by path: load_model('/path/to/file', arch={spec.arch!r}, preprocess_tag={spec.preprocess_tag!r})"]
+        if spec.url: how.append(f"or download {spec.url} (set {ALLOW_DOWNLOAD_ENV}=1 to let the loader fetch it) and put it there")
         if spec.note: how.append(f"source: {spec.note}")
         desc = f"open_clip {spec.arch} from a local checkpoint"
     elif spec.family == "open_clip" and spec.tag:
@@ -289,13 +298,37 @@ def missing_weights_message(spec: ModelSpec, reason: str) -> str:
 def ensure_weights(spec: ModelSpec, allow_download: bool | None = None, cache_dir: str | None = None) -> str | None:
     "Local weights of `spec`, or None if they may be downloaded now; raises `MissingWeightsError` otherwise."
     if (w := locate_weights(spec, cache_dir)) is not None: return w
-    if spec.checkpoint: raise MissingWeightsError(missing_weights_message(spec, "a local checkpoint cannot be downloaded"))
+    if spec.checkpoint and not spec.url:
+        raise MissingWeightsError(missing_weights_message(spec, "a local checkpoint cannot be downloaded"))
     if not downloads_allowed(allow_download):
         raise MissingWeightsError(missing_weights_message(spec, f"downloading is turned off (set {ALLOW_DOWNLOAD_ENV}=1 or pass allow_download=True to allow it)"))
-    host = _download_host(spec)
-    if not host_reachable(host):
+    host = spec.url if spec.checkpoint else _download_host(spec)
+    if urlparse(host).scheme != "file" and not host_reachable(host):
         raise MissingWeightsError(missing_weights_message(spec, f"the download host {urlparse(host).hostname} cannot be reached (no internet?)"))
-    return None
+    return download_checkpoint(spec) if spec.checkpoint else None
+
+def checkpoint_target(spec: ModelSpec) -> Path:
+    "Where a local-checkpoint entry's file is looked for and downloaded to: `$<checkpoint_env>`, else under `models_dir()`."
+    env = os.environ.get(spec.checkpoint_env) if spec.checkpoint_env else None
+    return Path(env) if env else (Path(spec.checkpoint) if os.path.isabs(spec.checkpoint) else models_dir() / spec.checkpoint)
+
+def download_checkpoint(spec: ModelSpec) -> str:
+    """Fetch `spec.url` to `checkpoint_target(spec)` (atomically) and return its path; an HTML answer (Google Drive's
+    confirmation page for large files) or a failed transfer is a `MissingWeightsError` saying how to fetch it by hand."""
+    from torch.hub import download_url_to_file
+    target = checkpoint_target(spec); target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(target.name + ".part")
+    try: download_url_to_file(spec.url, str(tmp), progress=False)
+    except Exception as e:
+        tmp.unlink(missing_ok=True)
+        raise MissingWeightsError(missing_weights_message(spec, f"downloading failed ({type(e).__name__}: {str(e)[:200]})")) from e
+    with open(tmp, "rb") as f: head = f.read(512).lstrip().lower()
+    if head.startswith((b"<!doctype", b"<html", b"<")):
+        tmp.unlink()
+        raise MissingWeightsError(missing_weights_message(spec, f"{spec.url} answered with a web page, not the checkpoint "
+                                  "(Google Drive asks a browser to confirm large files; download it there, or with `gdown`)"))
+    tmp.replace(target)
+    return str(target)
 
 # %% ../nbs/06_models.ipynb #71df8dcb
 TINY_CLIP_ARCH = "vlbias-tiny-clip"

@@ -85,13 +85,15 @@ PROFILES = {
                 "generation_dir": "auto",
                 "pipeline": "CompVis/stable-diffusion-v1-4", "gen_occupations": "", "gen_prefixes": "",
                 "n_candidates": 100, "num_inference_steps": 50, "image_size": 512, "check_steps": 50,
-                # every zoo model the paper probes (CLIP, OpenCLIP, FLAVA; ALIP, LaCLIP and SLIP are not in the zoo)
-                "models": ["ViT-B-32/openai", "ViT-B-32/laion400m_e32", "ViT-B-32/laion2b_e16", "facebook/flava-full"],
-                "finetune_models": ["ViT-B-32/openai", "facebook/flava-full"],
+                # every zoo model the paper probes (CLIP, OpenCLIP, FLAVA, ALIP; LaCLIP and SLIP are not in the zoo)
+                "models": ["ViT-B-32/openai", "ViT-B-32/laion400m_e32", "ViT-B-32/laion2b_e16", "facebook/flava-full",
+                           "ALIP-ViT-B-32"],
+                "finetune_models": ["ViT-B-32/openai", "ALIP-ViT-B-32", "facebook/flava-full"],  # Tab 2: CLIP, ALIP, FLAVA
                 "segments": ["race_gender", "physical_gender", "physical_race"], "physical_characteristics": "",
                 "filter_keep_fraction": 0.0, "n_threads": 0,
                 "nsfw_model": "Falconsai/nsfw_image_detection", "finetune_epochs": 5, "finetune_lr": 1e-5, "check_seeds": 5,
-                "visogender_root": "auto", "pata_root": "auto", "flickr30k_root": "auto", "cifar100_root": "auto",
+                "visogender_root": "auto", "pata_root": "auto", "flickr30k_root": "auto", "cifar10_root": "auto", "cifar100_root": "auto",
+                "caltech256_root": "auto",
                 "imagenet_root": "auto",
             },
         },
