@@ -7,7 +7,8 @@ from PIL import Image
 from vlbias_nb.paths import MissingDataError
 from vlbias_nb.downstream import (
     FLICKR30K_ENV, IMAGENET_ENV, CIFAR100_ENV, DatasetFormatError, load_flickr30k, retrieval_recall, load_imagenet_val,
-    load_cifar100, zero_shot_accuracy, topk_accuracy, ClassificationData, CLIP_CIFAR_TEMPLATES)
+    load_cifar100, zero_shot_accuracy, topk_accuracy, ClassificationData, CLIP_CIFAR_TEMPLATES, CIFAR10_ENV, CALTECH256_ENV,
+    load_cifar10, load_caltech256, caltech256_classname, CLIP_CALTECH_TEMPLATES)
 
 
 # ---------------------------------------------------------------- fixtures: fake datasets in their real layouts
@@ -239,6 +240,79 @@ def test_cifar_missing_and_corrupt(tmp_path):
     (root / "cifar-100-python" / "test").write_bytes(b"not a pickle")
     with pytest.raises(DatasetFormatError, match="not torchvision's pickles"):
         load_cifar100(root, check_md5=False)
+
+
+# ---------------------------------------------------------------- CIFAR-10 (SocialCounterfactuals Tab. 5)
+CIFAR10_NAMES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
+
+def fake_cifar10(d: Path, n=5, seed=0):
+    "torchvision's `cifar-10-batches-py/` layout: data_batch_1..5 and test_batch pickles (`data`, `labels`), batches.meta."
+    base = d / "cifar-10-batches-py"; base.mkdir(parents=True)
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
+        data, labels = rng.integers(0, 256, (n, 3072), dtype=np.uint8), [int(x) for x in rng.integers(0, 10, n)]
+        with open(base / name, "wb") as f:
+            pickle.dump({"batch_label": name, "labels": labels, "data": data, "filenames": [f"{i}.png" for i in range(n)]}, f)
+        out[name] = (data, labels)
+    with open(base / "batches.meta", "wb") as f: pickle.dump({"label_names": CIFAR10_NAMES, "num_cases_per_batch": n}, f)
+    return d, out
+
+def test_cifar10_fake_pickle(tmp_path, monkeypatch):
+    root, batches = fake_cifar10(tmp_path)
+    monkeypatch.setenv(CIFAR10_ENV, str(root))
+    c = load_cifar10(check_md5=False)
+    data, labels = batches["test_batch"]
+    assert c.labels.tolist() == labels and c.classnames == CIFAR10_NAMES and c.name == "cifar10-test"
+    assert tuple(c.templates) == CLIP_CIFAR_TEMPLATES
+    assert np.array_equal(np.asarray(c.images[3]), data[3].reshape(3, 32, 32).transpose(1, 2, 0))
+    tr = load_cifar10(root, "train", check_md5=False)                 # the five training batches, in order
+    assert tr.labels.tolist() == sum((batches[f"data_batch_{i}"][1] for i in range(1, 6)), [])
+    with pytest.raises(DatasetFormatError, match="MD5"): load_cifar10(root)
+    with pytest.raises(ValueError, match="split"): load_cifar10(root, "val")
+
+def test_cifar10_missing_and_corrupt(tmp_path, monkeypatch):
+    monkeypatch.delenv(CIFAR10_ENV, raising=False)
+    with pytest.raises(MissingDataError, match=r"cifar-10-batches-py/test_batch.*VLBIAS_CIFAR10.*cifar-10-python\.tar\.gz"):
+        load_cifar10(tmp_path)
+    root, _ = fake_cifar10(tmp_path / "x")
+    (root / "cifar-10-batches-py" / "batches.meta").unlink()
+    with pytest.raises(MissingDataError, match="batches.meta"): load_cifar10(root, check_md5=False)
+    root, _ = fake_cifar10(tmp_path / "y")
+    (root / "cifar-10-batches-py" / "test_batch").write_bytes(b"not a pickle")
+    with pytest.raises(DatasetFormatError, match="not torchvision's pickles"): load_cifar10(root, check_md5=False)
+
+# ---------------------------------------------------------------- Caltech-256 (SocialCounterfactuals Tab. 5)
+CALTECH_FOLDERS = {"001.ak47": 3, "010.beer-mug": 1, "145.motorbikes-101": 2, "232.t-shirt": 1, "257.clutter": 2}
+
+def fake_caltech256(d: Path, torchvision_layout: bool):
+    base = d / "caltech256" / "256_ObjectCategories" if torchvision_layout else d / "256_ObjectCategories"
+    for c, n in CALTECH_FOLDERS.items():
+        (base / c).mkdir(parents=True)
+        for k in range(n): Image.new("RGB", (6, 4), (k, 0, 0)).save(base / c / f"{c[:3]}_{k + 1:04d}.jpg")
+    (base / "145.motorbikes-101" / "RENAME2").write_text("x")           # stray non-jpg files are skipped
+    (base / "001.ak47" / "notes.txt").write_text("x")
+    return d
+
+@pytest.mark.parametrize("torchvision_layout", [True, False])
+def test_caltech256_layouts_labels_and_names(tmp_path, torchvision_layout, monkeypatch):
+    root = fake_caltech256(tmp_path, torchvision_layout)
+    monkeypatch.setenv(CALTECH256_ENV, str(root))
+    c = load_caltech256()
+    assert c.classnames == ["ak47", "beer mug", "motorbikes", "t-shirt"]            # clutter dropped
+    assert c.labels.tolist() == [0, 0, 0, 1, 2, 2, 3] and c.images[0].size == (6, 4)
+    assert tuple(c.templates) == CLIP_CALTECH_TEMPLATES and len(c.templates) == 34 and "a photo of a {}." in c.templates
+    k = load_caltech256(root, drop_clutter=False)
+    assert k.classnames[-1] == "clutter" and k.labels.tolist()[-2:] == [4, 4] and len(k) == 9
+
+def test_caltech256_missing_and_bad_names(tmp_path, monkeypatch):
+    monkeypatch.delenv(CALTECH256_ENV, raising=False)
+    with pytest.raises(MissingDataError, match=r"256_ObjectCategories.*VLBIAS_CALTECH256.*data\.caltech\.edu"):
+        load_caltech256(tmp_path)
+    (tmp_path / "256_ObjectCategories" / "002.american-flag").mkdir(parents=True)
+    with pytest.raises(MissingDataError, match="002.american-flag"): load_caltech256(tmp_path)
+    with pytest.raises(DatasetFormatError, match="NNN.name"): caltech256_classname("ak47")
+    assert caltech256_classname("063.electric-guitar-101") == "electric guitar"
 
 
 # ---------------------------------------------------------------- zero-shot accuracy

@@ -15,13 +15,15 @@ from .metrics import recall_at_k
 from .zero_shot import zero_shot_classifier
 
 # %% auto #0
-__all__ = ['FLICKR30K_ENV', 'IMAGENET_ENV', 'CIFAR100_ENV', 'WHERE_TO_GET', 'CLIP_CIFAR_TEMPLATES', 'missing',
-           'DatasetFormatError', 'Flickr30k', 'load_flickr30k', 'retrieval_recall', 'imagenet_classnames',
-           'imagenet_templates', 'ClassificationData', 'load_imagenet_val', 'load_cifar100', 'topk_accuracy',
-           'zero_shot_accuracy']
+__all__ = ['FLICKR30K_ENV', 'IMAGENET_ENV', 'CIFAR100_ENV', 'CIFAR10_ENV', 'CALTECH256_ENV', 'WHERE_TO_GET',
+           'CLIP_CIFAR_TEMPLATES', 'CLIP_CALTECH_TEMPLATES', 'missing', 'DatasetFormatError', 'Flickr30k',
+           'load_flickr30k', 'retrieval_recall', 'imagenet_classnames', 'imagenet_templates', 'ClassificationData',
+           'load_imagenet_val', 'load_cifar100', 'load_cifar10', 'caltech256_classname', 'load_caltech256',
+           'topk_accuracy', 'zero_shot_accuracy']
 
 # %% ../nbs/11_downstream.ipynb #5972f6cd
-FLICKR30K_ENV, IMAGENET_ENV, CIFAR100_ENV = (DATASET_ENVS[k] for k in ("flickr30k", "imagenet", "cifar100"))
+FLICKR30K_ENV, IMAGENET_ENV, CIFAR100_ENV, CIFAR10_ENV, CALTECH256_ENV = (
+    DATASET_ENVS[k] for k in ("flickr30k", "imagenet", "cifar100", "cifar10", "caltech256"))
 
 WHERE_TO_GET = {
     "flickr30k": ("Karpathy's splits `dataset_flickr30k.json` come in caption_datasets.zip "
@@ -33,6 +35,11 @@ WHERE_TO_GET = {
                  "Challenge files (ILSVRC/Data/CLS-LOC/val/, LOC_val_solution.csv, LOC_synset_mapping.txt)"),
     "cifar100": ("the python version of CIFAR-100 (https://www.cs.toronto.edu/~kriz/cifar-100-python.tar.gz), "
                  "extracted so that `cifar-100-python/` is inside the folder"),
+    "cifar10": ("the python version of CIFAR-10 (https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz), "
+                "extracted so that `cifar-10-batches-py/` is inside the folder"),
+    "caltech256": ("Caltech-256 (256_ObjectCategories.tar from https://data.caltech.edu/records/nyy15-4j048), extracted "
+                   "so that `256_ObjectCategories/` (one `NNN.name/` folder per category) is inside the folder, or inside "
+                   "its `caltech256/` subfolder as torchvision's `Caltech256` expects"),
 }
 
 def missing(path, env: str, name: str, what: str = "") -> MissingDataError:
@@ -212,25 +219,70 @@ class _PILView:
     def __len__(self): return len(self.ds)
     def __getitem__(self, i): return self.ds[int(i)][0]
 
+def _torchvision_cifar(cls, dataset: str, files: dict, root, split: str, check_md5: bool) -> ClassificationData:
+    "A torchvision CIFAR data set (`download=False`) as `ClassificationData`; `files` maps split -> the pickles it reads."
+    if split not in ("train", "test"): raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    env, title = DATASET_ENVS[dataset], dataset.upper().replace("CIFAR", "CIFAR-")
+    root = dataset_folder(dataset, root)
+    base = root / cls.base_folder
+    absent = [base / n for n in (*files[split], cls.meta["filename"]) if not (base / n).exists()]
+    if absent: raise missing(absent[0], env, dataset, f"{title} file")
+    if not check_md5:
+        cls = type(cls.__name__ + "NoMD5", (cls,), {"_check_integrity": lambda self: True, "meta": {**cls.meta, "md5": None}})
+    try: ds = cls(str(root), train=split == "train", download=False)
+    except RuntimeError as e:
+        raise DatasetFormatError(f"{title} under {base} failed torchvision's MD5 check ({e}); re-download "
+                                 f"{WHERE_TO_GET[dataset]}") from None
+    except (pickle.UnpicklingError, KeyError, EOFError, ValueError) as e:
+        raise DatasetFormatError(f"{title} files under {base} are not torchvision's pickles ({type(e).__name__}: {e})") from None
+    return ClassificationData(_PILView(ds), np.asarray(ds.targets, dtype=np.intp), [c.replace("_", " ") for c in ds.classes],
+                              list(CLIP_CIFAR_TEMPLATES), f"{dataset}-{split}")
+
 def load_cifar100(root=None, split: str = "test", check_md5: bool = True) -> ClassificationData:
     "CIFAR-100 `split` ('train' or 'test') via torchvision's `CIFAR100(download=False)` (root: `$VLBIAS_CIFAR100`, else shared `cifar100`)."
     from torchvision.datasets import CIFAR100
-    if split not in ("train", "test"): raise ValueError(f"split must be 'train' or 'test', got {split!r}")
-    root = dataset_folder("cifar100", root)
-    base = root / CIFAR100.base_folder
-    need = [base / n for n in ("train" if split == "train" else "test", "meta")]
-    absent = [p for p in need if not p.exists()]
-    if absent: raise missing(absent[0], CIFAR100_ENV, "cifar100", "CIFAR-100 file")
-    cls = CIFAR100 if check_md5 else type("CIFAR100NoMD5", (CIFAR100,), {"_check_integrity": lambda self: True,
-                                                                       "meta": {**CIFAR100.meta, "md5": None}})
-    try: ds = cls(str(root), train=split == "train", download=False)
-    except RuntimeError as e:
-        raise DatasetFormatError(f"CIFAR-100 under {base} failed torchvision's MD5 check ({e}); re-download "
-                                 f"{WHERE_TO_GET['cifar100']}") from None
-    except (pickle.UnpicklingError, KeyError, EOFError, ValueError) as e:
-        raise DatasetFormatError(f"CIFAR-100 files under {base} are not torchvision's pickles ({type(e).__name__}: {e})") from None
-    return ClassificationData(_PILView(ds), np.asarray(ds.targets, dtype=np.intp), [c.replace("_", " ") for c in ds.classes],
-                              list(CLIP_CIFAR_TEMPLATES), f"cifar100-{split}")
+    return _torchvision_cifar(CIFAR100, "cifar100", {"train": ["train"], "test": ["test"]}, root, split, check_md5)
+
+def load_cifar10(root=None, split: str = "test", check_md5: bool = True) -> ClassificationData:
+    """CIFAR-10 `split` via torchvision's `CIFAR10(download=False)` (root: `$VLBIAS_CIFAR10`, else shared `cifar10`),
+    with CLIP's CIFAR prompts: SocialCounterfactuals Tab. 5, CIFAR10 column."""
+    from torchvision.datasets import CIFAR10
+    return _torchvision_cifar(CIFAR10, "cifar10", {"train": [f"data_batch_{i}" for i in range(1, 6)], "test": ["test_batch"]},
+                              root, split, check_md5)
+
+# %% ../nbs/11_downstream.ipynb #fcf3b11e
+CLIP_CALTECH_TEMPLATES = (  # Radford et al. 2021, CLIP repository data/prompts.md (Caltech101)
+    "a photo of a {}.", "a painting of a {}.", "a plastic {}.", "a sculpture of a {}.", "a sketch of a {}.", "a tattoo of a {}.",
+    "a toy {}.", "a rendition of a {}.", "a embroidered {}.", "a cartoon {}.", "a {} in a video game.", "a plushie {}.",
+    "a origami {}.", "art of a {}.", "graffiti of a {}.", "a drawing of a {}.", "a doodle of a {}.", "a photo of the {}.",
+    "a painting of the {}.", "the plastic {}.", "a sculpture of the {}.", "a sketch of the {}.", "a tattoo of the {}.",
+    "the toy {}.", "a rendition of the {}.", "the embroidered {}.", "the cartoon {}.", "the {} in a video game.",
+    "the plushie {}.", "the origami {}.", "art of the {}.", "graffiti of the {}.", "a drawing of the {}.", "a doodle of the {}.")
+
+def caltech256_classname(folder: str) -> str:
+    "Class name of a Caltech-256 folder: `'063.electric-guitar-101'` -> `'electric guitar'`, `'232.t-shirt'` -> `'t-shirt'`."
+    num, sep, name = folder.partition(".")
+    if not (sep and num.isdigit() and name): raise DatasetFormatError(f"Caltech-256 folder {folder!r} is not 'NNN.name'")
+    name = name[:-4] if name.endswith("-101") else name
+    return name if name == "t-shirt" else name.replace("-", " ").replace("_", " ")
+
+def load_caltech256(root=None, drop_clutter: bool = True) -> ClassificationData:
+    """Caltech-256 (all images; no split) from `256_ObjectCategories/` under `root` or under `root/caltech256/`
+    (torchvision's layout); root: `$VLBIAS_CALTECH256`, else shared `caltech256`. SocialCounterfactuals Tab. 5."""
+    root = dataset_folder("caltech256", root)
+    cands = [root / "caltech256" / "256_ObjectCategories", root / "256_ObjectCategories", root]
+    folder = next((c for c in cands if c.is_dir() and any(p.is_dir() and p.name[:3].isdigit() and p.name[3:4] == "."
+                                                          for p in c.iterdir())), None)
+    if folder is None: raise missing(root / "256_ObjectCategories", CALTECH256_ENV, "caltech256", "Caltech-256 category folders")
+    cats = sorted(p.name for p in folder.iterdir() if p.is_dir() and p.name[:3].isdigit() and p.name[3:4] == ".")
+    if drop_clutter: cats = [c for c in cats if c.split(".", 1)[1] != "clutter"]
+    files, labels = [], []
+    for i, c in enumerate(cats):
+        fs = sorted(f.name for f in (folder / c).iterdir() if f.is_file() and f.suffix.lower() == ".jpg")
+        if not fs: raise missing(folder / c, CALTECH256_ENV, "caltech256", f"images of category {c}")
+        files += [f"{c}/{f}" for f in fs]; labels += [i] * len(fs)
+    return ClassificationData(LazyImages(folder, files), np.array(labels, dtype=np.intp), [caltech256_classname(c) for c in cats],
+                              list(CLIP_CALTECH_TEMPLATES), "caltech256")
 
 # %% ../nbs/11_downstream.ipynb #1c70d8d3
 def topk_accuracy(logits, labels, ks: Sequence[int] = (1, 5)) -> dict:

@@ -48,6 +48,7 @@ def has_shared(relpath: str | os.PathLike) -> bool:
 # %% ../nbs/00_paths.ipynb #c52bb851
 DATASET_ENVS = {"fairface": "VLBIAS_FAIRFACE", "utkface": "VLBIAS_UTKFACE", "flickr30k": "VLBIAS_FLICKR30K",
                 "imagenet": "VLBIAS_IMAGENET", "cifar100": "VLBIAS_CIFAR100", "visogender": "VLBIAS_VISOGENDER",
+                "cifar10": "VLBIAS_CIFAR10", "caltech256": "VLBIAS_CALTECH256",
                 "pata": "VLBIAS_PATA"}
 
 def dataset_folder(dataset: str, root=None) -> Path:
