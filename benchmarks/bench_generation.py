@@ -61,7 +61,7 @@ def main(argv=None):
     ap.add_argument("--tiny", "--small", dest="tiny", action="store_true", help="tiny random architecture (the CPU default)")
     ap.add_argument("--full-arch", action="store_true", help="SD-1.5 shapes even on the CPU (use a small --size)")
     ap.add_argument("--size", type=int, default=None, help="edit resolution (default 512, or 64 with --tiny)")
-    ap.add_argument("--repeats", type=int, default=None, help="timed runs per batch size (default 3 on a GPU, 1 on the CPU)")
+    ap.add_argument("--repeats", type=int, default=None, help="timed runs per batch size, median reported (default 3; 1 for --full-arch on the CPU)")
     a = ap.parse_args(argv)
     cuda = torch.cuda.is_available()
     if a.tiny and a.full_arch: ap.error("--tiny and --full-arch exclude each other")
@@ -70,7 +70,7 @@ def main(argv=None):
     size = a.size or (64 if small else 512)
     if size % 8: ap.error(f"--size must be a multiple of 8, got {size}")
     batch_sizes = a.batch_sizes or ([1, 4, 8] if cuda else [1, 2])
-    repeats = a.repeats or (3 if cuda else 1)
+    repeats = a.repeats or (3 if cuda or small else 1)
     name = torch.cuda.get_device_name() if cuda else f"CPU ({torch.get_num_threads()} threads)"
     peak = next((v for k, v in PEAK_FP16_TFLOPS.items() if k in name), None) if cuda else None
     pipe = full_pipeline(small, dtype, device)
@@ -86,10 +86,12 @@ def main(argv=None):
                            guidance_scale=9.5, image_guidance_scale=1.5, generator=gens, output_type="np")
         run()  # warm-up
         if cuda: torch.cuda.synchronize()
-        t = time.perf_counter()
-        for _ in range(repeats): run()
-        if cuda: torch.cuda.synchronize()
-        dt = (time.perf_counter() - t) / repeats
+        times = []
+        for _ in range(repeats):
+            t = time.perf_counter(); run()
+            if cuda: torch.cuda.synchronize()
+            times.append(time.perf_counter() - t)
+        dt = sorted(times)[len(times) // 2]      # median: robust to other work on a shared machine
         ips = bs / dt
         unet_rate = 3 * a.steps * bs * f1 / dt   # the UNet runs on 3 x batch latents per step (text + image guidance)
         frac = f" = {100 * unet_rate / 1e12 / peak:.1f} % of the {peak:.0f} TFLOP/s fp16 ceiling" if peak else ""

@@ -140,3 +140,16 @@ def test_accelerate_launch_two_cpu_processes_equal_one_process(tmp_path):
     for f in a.output:
         assert (tmp_path / "one/edits" / f).read_bytes() == (tmp_path / "two/edits" / f).read_bytes()
     assert not list((tmp_path / "two").rglob("*.part"))
+
+def test_generation_benchmark_runs_on_cpu_at_tiny_size():
+    "benchmarks/bench_generation.py --tiny: runs on the CPU and ends with the figure and its unit."
+    from vlbias_nb.paths import project_root
+    r = subprocess.run([sys.executable, str(project_root() / "benchmarks/bench_generation.py"), "--tiny", "--steps", "1",
+                        "--batch-sizes", "1", "2", "--repeats", "1"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    lines = r.stdout.strip().splitlines()
+    assert lines[0].startswith("device: ") and "GFLOP per UNet call" in lines[0]
+    assert [l.split(":")[0] for l in lines[1:3]] == ["batch  1", "batch  2"]
+    import re
+    m = re.fullmatch(r"instruct-pix2pix 64px edits \(tiny, cpu\): (\d+\.\d+) images/s", lines[-1])
+    assert m and float(m.group(1)) > 0
