@@ -153,3 +153,13 @@ def test_generation_benchmark_runs_on_cpu_at_tiny_size():
     import re
     m = re.fullmatch(r"instruct-pix2pix 64px edits \(tiny, cpu\): (\d+\.\d+) images/s", lines[-1])
     assert m and float(m.group(1)) > 0
+
+def test_vlbias_generate_refuses_bad_requests_in_one_line(capsys, tmp_path):
+    from vlbias_nb.runner import main
+    assert main(["generate", "gensynth_editing"]) == 2                            # smoke: generation_dir '' = inside a run
+    assert "pass --generation-dir DIR" in capsys.readouterr().err
+    assert main(["generate", "tfidf_table1", "--generation-dir", str(tmp_path)]) == 2
+    assert "has no generation step" in capsys.readouterr().err
+    assert main(["generate", "gensynth_editing", "-p", "source_instances", str(tmp_path / "none.json"),
+                 "--generation-dir", str(tmp_path)]) == 2
+    assert "source_instances" in capsys.readouterr().err and not (tmp_path / "edits").exists()

@@ -310,8 +310,9 @@ def main(argv=None) -> int:
             if args.publish: publish_outputs(done[args.name])
         for n, d in done.items(): print(f"{n}: {d}")
         return 0
-    except (ParameterError, NotebookFailed, KeyError, ValueError) as e:
-        msg = e.args[0] if isinstance(e, KeyError) else str(e)
+    except (ParameterError, NotebookFailed, KeyError, ValueError, FileNotFoundError) as e:
+        if args.cmd != "generate" and not isinstance(e, (ParameterError, NotebookFailed, KeyError)): raise
+        msg = e.args[0] if isinstance(e, KeyError) else str(e)      # generate: a bad folder or missing data, said in one line
         print(f"vlbias: error: {msg}", file=sys.stderr)
         return 2
 
