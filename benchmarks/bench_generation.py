@@ -4,10 +4,13 @@ Random-init weights cost the same FLOPs as the real `timbrooks/instruct-pix2pix`
 run of the GenSynth editing pipeline (vlbias_nb.generation) will achieve: images/s at a few batch sizes, half
 precision, SDPA attention, and the fraction of the GPU's dense fp16 FLOP ceiling the UNet reaches.
 
-    python benchmarks/bench_generation.py [--steps 20] [--batch-sizes 1 4 8] [--small]
+    python benchmarks/bench_generation.py [--steps 20] [--batch-sizes 1 4 8]            # GPU: full size, fp16, SDPA
+    python benchmarks/bench_generation.py --tiny [--size 64] [--steps 4]                # CPU check: tiny architecture
+    python benchmarks/bench_generation.py --full-arch --size 128 --steps 2 --batch-sizes 1   # CPU: SD-1.5 shapes, small images
 
-Without a GPU it runs a reduced configuration on the CPU (--small is implied) only to check the script itself.
-Last line: the best images/s with its unit.
+Without a GPU the tiny architecture (--tiny) is the default; `--full-arch` runs the SD-1.5 shapes on the CPU at a
+reduced `--size`. Every run prints the UNet's FLOPs per call and the achieved FLOP rate (and, on a known GPU, its
+fraction of the dense fp16 ceiling). Last line: the best images/s with its unit.
 """
 import argparse, time, torch
 from PIL import Image
@@ -15,6 +18,7 @@ from PIL import Image
 PEAK_FP16_TFLOPS = {"H100": 989.4, "H200": 989.4, "A100": 312.0, "L40S": 362.1, "A10G": 125.0, "V100": 125.0}  # dense, tensor cores
 
 def full_pipeline(small: bool, dtype, device):
+    "InstructPix2Pix with random weights: SD-1.5 shapes, or (small) the tiny smoke-profile shapes."
     from diffusers import UNet2DConditionModel, AutoencoderKL, StableDiffusionInstructPix2PixPipeline, EulerAncestralDiscreteScheduler
     from transformers import CLIPTextConfig, CLIPTextModel
     from vlbias_nb.generation import offline_clip_tokenizer
@@ -47,40 +51,53 @@ def unet_flops(unet, batch, size, dtype, device):
     with torch.no_grad(), FlopCounterMode(display=False) as fc: unet(x, torch.tensor([10], device=device), enc)
     return fc.get_total_flops()
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--steps", type=int, default=20)
-    ap.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 4, 8])
-    ap.add_argument("--small", action="store_true")
-    a = ap.parse_args()
+def _rate(flops_per_s: float) -> str:
+    return f"{flops_per_s / 1e12:.1f} TFLOP/s" if flops_per_s >= 1e11 else f"{flops_per_s / 1e9:.2f} GFLOP/s"
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=20, help="denoising steps per edit")
+    ap.add_argument("--batch-sizes", type=int, nargs="+", default=None, help="default: 1 4 8 on a GPU, 1 2 on the CPU")
+    ap.add_argument("--tiny", "--small", dest="tiny", action="store_true", help="tiny random architecture (the CPU default)")
+    ap.add_argument("--full-arch", action="store_true", help="SD-1.5 shapes even on the CPU (use a small --size)")
+    ap.add_argument("--size", type=int, default=None, help="edit resolution (default 512, or 64 with --tiny)")
+    ap.add_argument("--repeats", type=int, default=None, help="timed runs per batch size, median reported (default 3; 1 for --full-arch on the CPU)")
+    a = ap.parse_args(argv)
     cuda = torch.cuda.is_available()
-    small = a.small or not cuda
+    if a.tiny and a.full_arch: ap.error("--tiny and --full-arch exclude each other")
+    small = a.tiny or not (cuda or a.full_arch)
     device, dtype = ("cuda", torch.float16) if cuda else ("cpu", torch.float32)
-    size = 64 if small else 512
-    name = torch.cuda.get_device_name() if cuda else "CPU"
+    size = a.size or (64 if small else 512)
+    if size % 8: ap.error(f"--size must be a multiple of 8, got {size}")
+    batch_sizes = a.batch_sizes or ([1, 4, 8] if cuda else [1, 2])
+    repeats = a.repeats or (3 if cuda or small else 1)
+    name = torch.cuda.get_device_name() if cuda else f"CPU ({torch.get_num_threads()} threads)"
     peak = next((v for k, v in PEAK_FP16_TFLOPS.items() if k in name), None) if cuda else None
     pipe = full_pipeline(small, dtype, device)
     f1 = unet_flops(pipe.unet, 1, size, dtype, device)
-    print(f"device: {name}; {'reduced CPU check' if small else 'SD-1.5 InstructPix2Pix shapes'}, {size}x{size}, {a.steps} steps, "
-          f"UNet {sum(p.numel() for p in pipe.unet.parameters()) / 1e6:.0f} M params, {f1 / 1e9:.1f} GFLOP per UNet call per image")
+    print(f"device: {name}; {'tiny architecture' if small else 'SD-1.5 InstructPix2Pix shapes'} ({dtype}, SDPA), {size}x{size}, "
+          f"{a.steps} steps, UNet {sum(p.numel() for p in pipe.unet.parameters()) / 1e6:.1f} M params, "
+          f"{f1 / 1e9:.3f} GFLOP per UNet call per image")
     src = Image.new("RGB", (size, size), (120, 90, 60))
     best = 0.0
-    for bs in (a.batch_sizes if not small else [1, 2]):
+    for bs in batch_sizes:
         gens = [torch.Generator("cpu").manual_seed(i) for i in range(bs)]
         run = lambda: pipe(["make this person more feminine"] * bs, image=[src] * bs, num_inference_steps=a.steps,
                            guidance_scale=9.5, image_guidance_scale=1.5, generator=gens, output_type="np")
         run()  # warm-up
         if cuda: torch.cuda.synchronize()
-        t = time.perf_counter(); n = 3 if not small else 1
-        for _ in range(n): run()
-        if cuda: torch.cuda.synchronize()
-        dt = (time.perf_counter() - t) / n
+        times = []
+        for _ in range(repeats):
+            t = time.perf_counter(); run()
+            if cuda: torch.cuda.synchronize()
+            times.append(time.perf_counter() - t)
+        dt = sorted(times)[len(times) // 2]      # median: robust to other work on a shared machine
         ips = bs / dt
-        unet_tflops = 3 * a.steps * bs * f1 / dt / 1e12  # 3 UNet evaluations per step (text + image guidance)
-        frac = f" = {100 * unet_tflops / peak:.1f} % of the {peak:.0f} TFLOP/s fp16 ceiling" if peak else ""
-        print(f"batch {bs:2d}: {ips:.3f} images/s ({dt:.2f} s per batch); UNet {unet_tflops:.1f} TFLOP/s{frac}")
+        unet_rate = 3 * a.steps * bs * f1 / dt   # the UNet runs on 3 x batch latents per step (text + image guidance)
+        frac = f" = {100 * unet_rate / 1e12 / peak:.1f} % of the {peak:.0f} TFLOP/s fp16 ceiling" if peak else ""
+        print(f"batch {bs:2d}: {ips:.3f} images/s ({dt:.2f} s per batch); UNet {_rate(unet_rate)}{frac}")
         best = max(best, ips)
-    print(f"instruct-pix2pix {size}px edits: {best:.3f} images/s")
+    print(f"instruct-pix2pix {size}px edits ({'tiny' if small else 'SD-1.5'}, {device}): {best:.3f} images/s")
 
 if __name__ == "__main__":
     main()

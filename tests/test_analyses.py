@@ -41,6 +41,13 @@ def check_gensynth_editing(d):
     e = _table(d, "edits")
     assert len(e) > 0 and not e.path.str.startswith("/").any()                     # no run-folder paths published
     assert (d / "figures" / "gensynth_edit_grid.png").exists()
+    ps = _table(d, "planted_max_skew").set_index("K")                             # planted: ln(0.8/0.5), ln(0.7/0.5)
+    assert np.allclose(ps.MaxSkew, [np.log(0.8 / 0.5), np.log(0.7 / 0.5)], atol=1e-6) and ps.n_images.tolist() == [300, 300]
+    t3 = _table(d, "table3_8_9_max_skew")
+    row = t3[t3.dataset == "planted skew (known answer)"].iloc[0]
+    assert abs(row["MaxSkew@25"] - np.log(1.6)) < 1e-3 and abs(row["MaxSkew@100"] - np.log(1.4)) < 1e-3
+    real = t3[t3.dataset != "planted skew (known answer)"]
+    assert (real.K25_used == np.minimum(25, real.n_images)).all()                 # the cap is reported with the value
 
 def check_gab(d):
     b = _table(d, "planted_binding_recovery")

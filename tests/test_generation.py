@@ -82,3 +82,84 @@ def test_rerun_skips_done_items_but_regenerates_on_other_parameters(tmp_path):
     df = m.to_frame()
     assert len(df) == 3 and set(df.params) == {'{"steps": 50}'}
     assert np.asarray(Image.open(tmp_path / df.output[0]))[0, 0, 0] == 200
+
+# --- several processes -----------------------------------------------------------------------------------------------
+
+WRITER = textwrap.dedent("""
+    import sys
+    from vlbias_nb.generation import GenerationManifest
+    path, shard, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    m = GenerationManifest(path, timeout=60)
+    for i in range(n):   # one transaction per row: as many lock hand-overs as possible
+        m.record([dict(key=f"s{shard}_{i:04d}", shard=shard, seed=i, params="{}", inputs="{}", output=f"images/{i}.png",
+                       sha256="x", black=0)])
+        if i % 25 == 0: m.done_keys()
+""")
+
+def test_manifest_takes_concurrent_writers(tmp_path):
+    "Three processes writing 150 rows each into one manifest at once: every row arrives, none twice."
+    ps = [subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path / "manifest.sqlite"), str(s), "150"],
+                           stderr=subprocess.PIPE) for s in range(3)]
+    for p in ps: assert p.wait(timeout=300) == 0, p.stderr.read().decode()[-2000:]
+    m = GenerationManifest(tmp_path / "manifest.sqlite").to_frame()
+    assert len(m) == 450 and m.key.is_unique and m.groupby("shard").size().tolist() == [150] * 3
+
+def test_shard_batches_deal_whole_batches():
+    items = [{"key": f"k{i}", "seed": i} for i in range(7)]
+    keys = lambda s, n: [[it["key"] for it in b] for b in shard_batches(items, 2, s, n)]
+    assert keys(0, 1) == [["k0", "k1"], ["k2", "k3"], ["k4", "k5"], ["k6"]]
+    assert keys(0, 2) == [["k0", "k1"], ["k4", "k5"]] and keys(1, 2) == [["k2", "k3"], ["k6"]]   # the same batches
+    with pytest.raises(ValueError, match="shard must be in 0..1"): shard_batches(items, 2, 2, 2)
+
+def _free_port():
+    import socket
+    with socket.socket() as s: s.bind(("127.0.0.1", 0)); return s.getsockname()[1]
+
+def test_accelerate_launch_two_cpu_processes_equal_one_process(tmp_path):
+    """`accelerate launch --num_processes 2 -m vlbias_nb.runner generate gensynth_editing` on the CPU: the two shards are
+    disjoint, their union is the one-process run row for row, and every image is byte-identical."""
+    from vlbias_nb.paths import has_shared
+    if not has_shared("coco-mini/annotations/instances_train2017.json"): pytest.skip("coco-mini not in the shared data")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}   # what accelerate gives each process: CPU
+    args = ["-m", "vlbias_nb.runner", "generate", "gensynth_editing", "-p", "n_sources", "2", "-p", "edit_batch_size", "4"]
+    one = subprocess.run([sys.executable, *args, "--generation-dir", str(tmp_path / "one")], env=env, capture_output=True, text=True, timeout=600)
+    assert one.returncode == 0, one.stderr[-3000:]
+    launch = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+              "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(_free_port())]
+    two = subprocess.run([*launch, *args, "--generation-dir", str(tmp_path / "two")], env=env, capture_output=True, text=True, timeout=600)
+    assert two.returncode == 0, two.stderr[-3000:]
+    assert "16 of 16 items done" in two.stdout and "(2 process(es))" in two.stdout
+    a = GenerationManifest(tmp_path / "one/edits/manifest.sqlite").to_frame()
+    b = GenerationManifest(tmp_path / "two/edits/manifest.sqlite").to_frame()
+    assert len(a) == 16 and set(a.shard) == {0} and set(b.shard) == {0, 1}
+    s0, s1 = set(b.key[b.shard == 0]), set(b.key[b.shard == 1])
+    assert s0 and s1 and not s0 & s1 and s0 | s1 == set(a.key)                  # disjoint shards, union = all
+    assert len(s0) == len(s1) == 8                                               # 4 batches of 4 dealt 2 and 2
+    pd_equal = a.drop(columns="shard").reset_index(drop=True).equals(b.drop(columns="shard").reset_index(drop=True))
+    assert pd_equal                                                              # same rows: inputs, seeds, params, sha256
+    for f in a.output:
+        assert (tmp_path / "one/edits" / f).read_bytes() == (tmp_path / "two/edits" / f).read_bytes()
+    assert not list((tmp_path / "two").rglob("*.part"))
+
+def test_generation_benchmark_runs_on_cpu_at_tiny_size():
+    "benchmarks/bench_generation.py --tiny: runs on the CPU and ends with the figure and its unit."
+    from vlbias_nb.paths import project_root
+    r = subprocess.run([sys.executable, str(project_root() / "benchmarks/bench_generation.py"), "--tiny", "--steps", "1",
+                        "--batch-sizes", "1", "2", "--repeats", "1"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    lines = r.stdout.strip().splitlines()
+    assert lines[0].startswith("device: ") and "GFLOP per UNet call" in lines[0]
+    assert [l.split(":")[0] for l in lines[1:3]] == ["batch  1", "batch  2"]
+    import re
+    m = re.fullmatch(r"instruct-pix2pix 64px edits \(tiny, cpu\): (\d+\.\d+) images/s", lines[-1])
+    assert m and float(m.group(1)) > 0
+
+def test_vlbias_generate_refuses_bad_requests_in_one_line(capsys, tmp_path):
+    from vlbias_nb.runner import main
+    assert main(["generate", "gensynth_editing"]) == 2                            # smoke: generation_dir '' = inside a run
+    assert "pass --generation-dir DIR" in capsys.readouterr().err
+    assert main(["generate", "tfidf_table1", "--generation-dir", str(tmp_path)]) == 2
+    assert "has no generation step" in capsys.readouterr().err
+    assert main(["generate", "gensynth_editing", "-p", "source_instances", str(tmp_path / "none.json"),
+                 "--generation-dir", str(tmp_path)]) == 2
+    assert "source_instances" in capsys.readouterr().err and not (tmp_path / "edits").exists()

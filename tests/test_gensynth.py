@@ -106,3 +106,137 @@ def test_caption_gender_editing_on_coco_mini_sources():
             assert gender_label(gs.edit_captions(caps[i], g)) == g
     assert gs.edit_captions(["A man and his son at the beach with her."], "female") == \
         ["A woman and her daughter at the beach with her."]
+
+# --- GenSwap (App. A.2) -------------------------------------------------------------------------------------------
+
+def _fairface_folder(root):
+    "A tiny FairFace in the official layout: one solid-colour face per row, colour = (10 * row, 200, 100)."
+    rows = [("train/0.jpg", "20-29", "Male"), ("train/1.jpg", "10-19", "Male"), ("train/2.jpg", "more than 70", "Female"),
+            ("train/3.jpg", "3-9", "Female"), ("train/4.jpg", "40-49", "Female"), ("train/5.jpg", "50-59", "Male")]
+    (root / "train").mkdir(parents=True)
+    for i, (f, _, _) in enumerate(rows): Image.new("RGB", (16, 16), (10 * i, 200, 100)).save(root / f, quality=100)
+    pd.DataFrame({"file": [r[0] for r in rows], "age": [r[1] for r in rows], "gender": [r[2] for r in rows],
+                  "race": ["White"] * len(rows), "service_test": [True] * len(rows)}).to_csv(root / "fairface_label_train.csv", index=False)
+    return rows
+
+def test_genswap_faces_from_the_shared_fairface_loader_keep_adults_of_each_gender(tmp_path):
+    from vlbias_nb.face_datasets import load_fairface
+    _fairface_folder(tmp_path)
+    faces = gs.genswap_faces(load_fairface("train", tmp_path))
+    assert faces == {"male": [str(tmp_path / "train/0.jpg"), str(tmp_path / "train/5.jpg")],
+                     "female": [str(tmp_path / "train/2.jpg"), str(tmp_path / "train/4.jpg")]}   # 10-19 and 3-9 left out
+    assert "10-19" not in gs.FAIRFACE_ADULT_AGES and "20-29" in gs.FAIRFACE_ADULT_AGES
+    with pytest.raises(ValueError, match="no female face older than 19"):
+        gs.genswap_faces(pd.DataFrame({"path": ["a"], "gender": ["Male"], "age": ["30-39"]}))
+    assert not hasattr(gs, "load_fairface")                                      # one FairFace loader: face_datasets'
+
+def test_face_box_detector_offsets_largest_and_missing():
+    im = Image.new("RGB", (100, 80))
+    person = (20.4, 10.0, 40.0, 60.0)                                             # pixel box (20, 10, 61, 70)
+    seen = []
+    def stub(crop):
+        seen.append(crop.size); return np.array([[3, 4, 10, 10], [5, 6, 12, 14], [0, 0, 2, 2]])
+    assert gs.face_box(im, person, stub) == ((25, 16, 12, 14), "detected")      # largest, in image coordinates
+    assert seen == [(41, 60)]                                                     # the detector sees the person crop only
+    none = lambda crop: np.zeros((0, 4))
+    assert gs.face_box(im, person, none) == ((30, 10, 20, 20), "head_box")       # side min(41, 60 // 3) = 20 at x 20 + (41 - 20) // 2
+    assert gs.face_box(im, person, None) == ((30, 10, 20, 20), "head_box")
+    with pytest.raises(ValueError, match=r"no face found in the person box \(20, 10, 41, 60\) of the 100x80 image"):
+        gs.face_box(im, person, none, on_missing="raise")
+    with pytest.raises(ValueError, match="on_missing"): gs.face_box(im, person, none, on_missing="skip")
+    assert gs.haar_face_detector()(Image.new("RGB", (64, 64), (128, 128, 128))).shape == (0, 4)   # blank: no face
+
+def test_genswap_dataset_pastes_a_target_gender_adult_face_into_the_face_box(tmp_path):
+    from vlbias_nb.face_datasets import load_fairface
+    from vlbias_nb.data import load_image
+    rows = _fairface_folder(tmp_path / "ff")
+    faces = gs.genswap_faces(load_fairface("train", tmp_path / "ff"))
+    (tmp_path / "img").mkdir()
+    src = np.random.default_rng(0).integers(0, 255, (60, 50, 3), dtype=np.uint8)
+    Image.fromarray(src).save(tmp_path / "img" / "a.png")
+    sources = pd.DataFrame({"image_id": [7], "file_name": ["a.png"], "gender": ["male"], "x": [5.0], "y": [4.0], "w": [30.0], "h": [50.0]})
+    stub = lambda crop: np.array([[6, 2, 9, 11]])                                 # face at (11, 6, 9, 11) in the image
+    sw = gs.genswap_dataset(sources, tmp_path / "img", faces, tmp_path / "out", detector=stub, seed=0)
+    assert sw.target_gender.tolist() == ["male", "female"] and (sw.face_source == "detected").all()
+    assert sw[["fx", "fy", "fw", "fh"]].values.tolist() == [[11, 6, 9, 11]] * 2
+    colour_to_row = {(10 * i, 200, 100): r for i, r in enumerate(rows)}
+    for r in sw.itertuples():
+        out = np.asarray(load_image(r.path))
+        mask = np.ones(out.shape[:2], bool); mask[6:17, 11:20] = False
+        np.testing.assert_array_equal(out[mask], src[mask])                     # outside the face box: the source
+        face = load_image(faces[r.target_gender][r.face_index]).resize((9, 11), Image.BICUBIC)
+        np.testing.assert_array_equal(out[6:17, 11:20], np.asarray(face))        # inside: the chosen face, resized
+        _, age, gender = colour_to_row[tuple(int(v) for v in np.asarray(face)[5, 4])]
+        assert gender.lower() == r.target_gender and age in gs.FAIRFACE_ADULT_AGES
+    again = gs.genswap_dataset(sources, tmp_path / "img", faces, tmp_path / "out2", detector=stub, seed=0)
+    assert again.face_index.tolist() == sw.face_index.tolist()                   # seeded
+    with pytest.raises(ValueError, match="no face found"):
+        gs.genswap_dataset(sources, tmp_path / "img", faces, tmp_path / "out3", detector=lambda c: np.zeros((0, 4)), on_missing="raise")
+    with pytest.raises(ValueError, match=r"faces\['female'\] is empty"):
+        gs.genswap_dataset(sources, tmp_path / "img", {"male": faces["male"], "female": []}, tmp_path / "out4")
+
+# --- Tab. 2 / Tab. 3 measures ----------------------------------------------------------------------------------------
+
+class _StubCLIP:
+    "Text 'a photo of a man.' -> e0, '... woman.' -> e1; an image is its own 2-vector."
+    name = "stub"
+    def encode_text(self, texts, batch_size=256, **kw):
+        return np.array([[0.0, 1.0] if "woman" in t else [1.0, 0.0] for t in texts], np.float32)
+    def encode_image(self, images, batch_size=64, **kw):
+        v = np.asarray(images, np.float32); return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+def test_zero_shot_gender_accuracy_planted():
+    imgs = [[1, .1], [.2, 1], [.9, 0], [0, 1], [1, .3]]                          # look: man, woman, man, woman, man
+    assert gs.zero_shot_gender_accuracy(_StubCLIP(), imgs, ["male", "female", "male", "female", "male"]) == 1.0
+    assert gs.zero_shot_gender_accuracy(_StubCLIP(), imgs, ["male", "female", "female", "female", "female"]) == 0.6
+
+def _recall_brute(T, owner, Q, G, ks, exclude):
+    hits = {k: 0 for k in ks}
+    for j in range(len(T)):
+        q = float(T[j] @ Q[owner[j]])
+        better = sum(1 for g in range(len(G)) if g != exclude[j] and float(T[j] @ G[g]) >= q)   # ties count against
+        for k in ks: hits[k] += (1 + better) <= k
+    return {f"R@{k}": hits[k] / len(T) for k in ks}
+
+def test_query_recall_at_k_matches_brute_force_with_ties_and_exclusion():
+    rng = np.random.default_rng(1)
+    T, Q, G = rng.integers(-2, 3, (30, 4)).astype(np.float32), rng.integers(-2, 3, (6, 4)).astype(np.float32), \
+        rng.integers(-2, 3, (12, 4)).astype(np.float32)                          # small integers: many exact ties
+    owner = rng.integers(0, 6, 30); exclude = np.where(rng.random(30) < .5, rng.integers(0, 12, 30), -1)
+    ks = (1, 3, 5, 10)
+    assert gs.query_recall_at_k(T, owner, Q, G, ks, exclude=exclude) == _recall_brute(T, owner, Q, G, ks, exclude)
+    assert gs.query_recall_at_k(T, owner, Q, G, ks) == _recall_brute(T, owner, Q, G, ks, [-1] * 30)
+
+def _max_skew_brute(T, I, genders, k):
+    defined = [i for i, g in enumerate(genders) if g in ("male", "female")]
+    share = {g: sum(genders[i] == g for i in defined) / len(defined) for g in ("male", "female")}
+    kk, out = min(k, len(defined)), []
+    for t in T:
+        top = sorted(defined, key=lambda i: (-float(t @ I[i]), i))[:kk]
+        p = {g: sum(genders[i] == g for i in top) / kk for g in ("male", "female")}
+        out.append(max(np.log(p[g] / share[g]) if p[g] > 0 else -np.inf for g in share))
+    return float(np.mean(out))
+
+def test_mean_max_skew_matches_brute_force_and_caps_k():
+    rng = np.random.default_rng(2)
+    T, I = rng.standard_normal((15, 5)), rng.standard_normal((40, 5))
+    genders = list(rng.choice(["male", "female", "undefined"], 40, p=[.5, .3, .2]))
+    got = gs.mean_max_skew(T, I, genders, ks=(5, 25, 100))
+    for k in (5, 25, 100): assert abs(got[f"MaxSkew@{k}"] - _max_skew_brute(T, I, genders, k)) < 1e-6
+    assert abs(got["MaxSkew@100"]) < 1e-9                                          # K capped at the defined gallery: 0
+
+def test_planted_skew_gallery_returns_its_planted_max_skew():
+    te, ie, g, want = gs.planted_skew_gallery(n_per_gender=150, n_queries=10, top_shares={25: .8, 100: .7}, seed=4)
+    assert want == pytest.approx({"MaxSkew@25": np.log(1.6), "MaxSkew@100": np.log(1.4)})
+    got = gs.mean_max_skew(te, ie, g, ks=(25, 100))
+    assert got == pytest.approx(want, abs=1e-9)
+    assert got["MaxSkew@25"] == pytest.approx(_max_skew_brute(te, ie, g, 25), abs=1e-9)
+    got = gs.mean_max_skew(*gs.planted_skew_gallery(top_shares={25: .6, 100: .5}, seed=1)[:3], ks=(25, 100))
+    assert got == pytest.approx({"MaxSkew@25": np.log(1.2), "MaxSkew@100": 0.0}, abs=1e-9)
+    with pytest.raises(ValueError, match="gallery"): gs.planted_skew_gallery(n_per_gender=10)
+
+def test_neutral_queries_hand_worked():
+    caps = {1: ["A man rides his horse."], 2: ["The woman holds her cat.", "A dog."], 4: ["Two boys and a girl."]}
+    texts, owner = gs.neutral_queries(caps, [2, 1, 3])
+    assert texts == ["The person holds their cat.", "A dog.", "A person rides their horse."]     # id 3: no captions
+    assert owner.tolist() == [2, 2, 1]

@@ -4,7 +4,7 @@
 
 # %% ../nbs/20_generation.ipynb #e25388a7
 from __future__ import annotations
-import gzip, hashlib, json, os, re, sqlite3, time
+import contextlib, gzip, hashlib, json, os, re, sqlite3, time
 from pathlib import Path
 from typing import Callable, Sequence
 import numpy as np
@@ -15,7 +15,7 @@ from .paths import atomic_path, project_root, MissingDataError
 # %% auto #0
 __all__ = ['DIFFUSION_PIPELINES', 'clip_tokenizer_files', 'offline_clip_tokenizer', 'tiny_instruct_pix2pix_pipeline',
            'tiny_text_to_image_pipeline', 'default_device', 'load_diffusion_pipeline', 'is_black_image',
-           'GenerationManifest', 'item_generators', 'shard_batches', 'run_generation', 'edit_batch',
+           'GenerationManifest', 'item_generators', 'shard_batches', 'process_state', 'run_generation', 'edit_batch',
            'text_to_image_batch']
 
 # %% ../nbs/20_generation.ipynb #d8edc488
@@ -119,15 +119,24 @@ def is_black_image(img, tol: int = 0) -> bool:
 
 # %% ../nbs/20_generation.ipynb #52349efa
 class GenerationManifest:
-    "SQLite record of generated items: key, shard, seed, params, inputs, output, sha256, black."
+    """SQLite record of generated items: key, shard, seed, params, inputs, output, sha256, black.
+
+    Safe for several processes writing the same file at once (one GPU each): SQLite's file locks serialise the writes,
+    each `record` is one transaction, and a busy database is waited for (`timeout` seconds) rather than failing."""
     COLS = ["key", "shard", "seed", "params", "inputs", "output", "sha256", "black"]
-    def __init__(self, path):
-        self.path = Path(path); self.path.parent.mkdir(parents=True, exist_ok=True)
+    def __init__(self, path, timeout: float = 600):
+        self.path, self.timeout = Path(path), timeout; self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._con() as c:
             c.execute("PRAGMA journal_mode=WAL")
             c.execute("CREATE TABLE IF NOT EXISTS items (key TEXT PRIMARY KEY, shard INTEGER, seed INTEGER, params TEXT, "
                       "inputs TEXT, output TEXT, sha256 TEXT, black INTEGER)")
-    def _con(self): return sqlite3.connect(self.path, timeout=120)
+    @contextlib.contextmanager
+    def _con(self):
+        "A connection that commits (or rolls back) on exit and is always closed (no file handles left open)."
+        c = sqlite3.connect(self.path, timeout=self.timeout)
+        try:
+            with c: yield c
+        finally: c.close()
     def done_keys(self, params: str | None = None) -> set:
         "Keys already generated (with `params`, a JSON string, only those generated with exactly those parameters)."
         with self._con() as c:
@@ -136,6 +145,7 @@ class GenerationManifest:
     def record(self, rows: Sequence[dict]):
         "Insert or replace `rows` in one transaction."
         with self._con() as c:
+            c.execute("BEGIN IMMEDIATE")              # take the write lock first: concurrent writers queue, never deadlock
             c.executemany(f"INSERT OR REPLACE INTO items VALUES ({','.join('?' * len(self.COLS))})",
                           [tuple(r[k] for k in self.COLS) for r in rows])
     def to_frame(self):
@@ -160,9 +170,22 @@ def _safe_key(key: str) -> str:
     return key
 
 def shard_batches(items: Sequence[dict], batch_size: int, shard: int = 0, n_shards: int = 1) -> list[list[dict]]:
-    "The fixed batches of shard `shard`: items `shard, shard + n_shards, ...` cut into runs of `batch_size`."
-    mine = list(items)[shard::n_shards]
-    return [mine[i:i + batch_size] for i in range(0, len(mine), batch_size)]
+    """The batches of shard `shard`: `items` cut into fixed runs of `batch_size`, dealt round-robin to the shards.
+
+    Every batch is the same whatever the number of shards, so N processes compute exactly the batches (hence the
+    bytes) of one process."""
+    if batch_size < 1: raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    if not 0 <= shard < n_shards: raise ValueError(f"shard must be in 0..{n_shards - 1}, got {shard}")
+    items = list(items)
+    return [items[i:i + batch_size] for i in range(0, len(items), batch_size)][shard::n_shards]
+
+def process_state():
+    """accelerate's `PartialState` of this process: its index, the number of processes and its device.
+
+    Under `accelerate launch` / `torchrun` with N processes each gets its own GPU (`cuda:<local rank>`); on a machine
+    without GPU the processes run on the CPU and talk over gloo (accelerate only does that when told `cpu=True`)."""
+    from accelerate import PartialState
+    return PartialState(cpu=not torch.cuda.is_available())
 
 def run_generation(items: Sequence[dict], generate_batch: Callable, out_dir, batch_size: int = 4,
                    shard: int | None = None, n_shards: int | None = None, progress: bool = True, params: dict | None = None):
@@ -172,8 +195,7 @@ def run_generation(items: Sequence[dict], generate_batch: Callable, out_dir, bat
     parameters regenerates (and replaces) rather than mixing images made two ways."""
     from tqdm.auto import tqdm
     if shard is None or n_shards is None:
-        from accelerate import PartialState
-        st = PartialState(); shard, n_shards = st.process_index, st.num_processes
+        st = process_state(); shard, n_shards = st.process_index, st.num_processes
     keys = [_safe_key(it["key"]) for it in items]
     if len(set(keys)) != len(keys): raise ValueError("item keys must be unique")
     out_dir = Path(out_dir); (out_dir / "images").mkdir(parents=True, exist_ok=True)

@@ -19,10 +19,12 @@ from .text import gender_label, swap_caption_gender, neutralise_caption
 __all__ = ['EDIT_TEMPLATES', 'GUIDANCE_SCALES', 'PAPER_EDIT_STEPS', 'DEFAULT_EDIT_STEPS', 'DEFAULT_IMAGE_GUIDANCE', 'GENDERS',
            'KNN_PAPER', 'KNN_DINO', 'FAIRFACE_ADULT_AGES', 'edit_instruction', 'select_sources', 'pixel_box',
            'crop_person', 'paste_crop', 'edit_resolution', 'crop_ref', 'load_crop', 'item_seed', 'build_edit_items',
-           'crop_edit_batch', 'edits_frame', 'PastedEdits', 'SourceCrops', 'knn_filter_scores', 'knn_accept',
-           'knn_filter', 'planted_knn_embeddings', 'select_edits', 'edit_captions', 'HFImageEmbedder',
-           'load_image_embedder', 'haar_face_detector', 'face_box', 'load_fairface', 'synthetic_faces', 'genswap_image',
-           'genswap_dataset', 'zero_shot_gender_accuracy', 'query_recall_at_k', 'neutral_queries', 'mean_max_skew']
+           'crop_edit_batch', 'edit_generation_params', 'generate_edits', 'edit_sources',
+           'generate_edits_from_parameters', 'edits_frame', 'PastedEdits', 'SourceCrops', 'knn_filter_scores',
+           'knn_accept', 'knn_filter', 'planted_knn_embeddings', 'select_edits', 'edit_captions', 'HFImageEmbedder',
+           'load_image_embedder', 'haar_face_detector', 'face_box', 'genswap_faces', 'synthetic_faces', 'genswap_image',
+           'genswap_dataset', 'zero_shot_gender_accuracy', 'query_recall_at_k', 'neutral_queries', 'mean_max_skew',
+           'planted_skew_gallery']
 
 # %% ../nbs/21_gensynth.ipynb #04bfebff
 EDIT_TEMPLATES = [  # GenSynth Tab. 7: (template, feminine word, masculine word)
@@ -142,6 +144,66 @@ def crop_edit_batch(pipe, num_inference_steps: int = DEFAULT_EDIT_STEPS, image_g
             for i, im in zip(idx, inner([loaded[i] for i in idx])): out[i] = im
         return out
     return generate
+
+# %% ../nbs/21_gensynth.ipynb #e84660bf
+def edit_generation_params(edit_pipeline: str, edit_steps: int, image_guidance_scale: float, edit_size: int) -> dict:
+    "The parameters recorded with every edit in the manifest: a rerun with other ones regenerates instead of reusing."
+    return dict(pipeline=str(edit_pipeline), steps=int(edit_steps), image_guidance_scale=float(image_guidance_scale),
+                edit_size=int(edit_size))
+
+def generate_edits(items: Sequence[dict], out_dir, edit_pipeline: str = "tiny-instruct-pix2pix",
+                   edit_steps: int = DEFAULT_EDIT_STEPS, image_guidance_scale: float = DEFAULT_IMAGE_GUIDANCE,
+                   edit_size: int = 512, batch_size: int = 16, seed: int = 0, device: str | None = None,
+                   shard: int | None = None, n_shards: int | None = None, progress: bool = True):
+    """Edit the crops of `items` (`build_edit_items`) into `out_dir` with InstructPix2Pix (GenSynth §4.1); returns the
+    manifest. `shard=None`: this process's shard under `accelerate launch`; `device=None`: this process's device."""
+    from vlbias_nb.generation import load_diffusion_pipeline, run_generation, process_state
+    if device is None or shard is None or n_shards is None:
+        st = process_state()
+        if device is None: device = "cpu" if st.device.type == "cpu" else str(st.device)
+        if shard is None or n_shards is None: shard, n_shards = st.process_index, st.num_processes
+    gen = None
+    def generate(batch):                              # the pipeline is loaded only if a batch is left to do
+        nonlocal gen
+        if gen is None:
+            gen = crop_edit_batch(load_diffusion_pipeline(edit_pipeline, device=device, seed=seed), num_inference_steps=edit_steps,
+                                  image_guidance_scale=image_guidance_scale, edit_size=edit_size)
+        return gen(batch)
+    return run_generation(items, generate, out_dir, batch_size=batch_size, shard=shard, n_shards=n_shards, progress=progress,
+                          params=edit_generation_params(edit_pipeline, edit_steps, image_guidance_scale, edit_size))
+
+# %% ../nbs/21_gensynth.ipynb #4396b5e7
+def edit_sources(source_instances: str, source_captions: str, n_sources: int = 0) -> tuple[pd.DataFrame, dict]:
+    """The first `n_sources` (0: all) GenSynth sources of a COCO split (`select_sources`) and its captions by image id,
+    from annotation sources as the notebooks name them (`shared:REL`, `coco2017:MEMBER` or a path)."""
+    from vlbias_nb.data import load_coco_instances, load_coco_captions, coco_annotation_file
+    caps = load_coco_captions(coco_annotation_file(source_captions)).captions_by_image()
+    sources = select_sources(load_coco_instances(coco_annotation_file(source_instances)), caps)
+    return (sources.head(int(n_sources)) if n_sources else sources), caps
+
+def generate_edits_from_parameters(params: dict, progress: bool = True) -> dict:
+    """The editing step of the `gensynth_editing` notebook, from its parameters (`vlbias generate gensynth_editing`):
+    the same sources, items and manifest parameters, into `<generation_dir>/edits`. `device` 'cpu' stays on the CPU;
+    any other value means this process's own device. Returns out_dir, n_items and the manifest."""
+    from vlbias_nb.data import coco_source_available
+    from vlbias_nb.retrieval_baselines import coco_image_dir
+    from vlbias_nb.paths import generation_folder
+    gdir = params.get("generation_dir")
+    if gdir in (None, "", "None"):
+        raise ValueError("generation_dir is '' (inside one notebook run's output folder): pass --generation-dir DIR (or "
+                         "-p generation_dir auto) and give the notebook the same folder (-p generation_dir DIR).")
+    for k in ("source_instances", "source_captions"):
+        if not coco_source_available(params[k]):
+            raise MissingDataError(f"{k} = {params[k]!r} is not available; the command-line generation needs real COCO "
+                                   f"annotations (the notebook's planted fallback is not generated ahead).")
+    sources, _ = edit_sources(params["source_instances"], params["source_captions"], params["n_sources"])
+    items = build_edit_items(sources, coco_image_dir(params["source_images"]), templates=params["templates"],
+                             guidance_scales=params["guidance_scales"], seed=params["seed"])
+    out = generation_folder(gdir, "gensynth_editing", None) / "edits"
+    man = generate_edits(items, out, params["edit_pipeline"], params["edit_steps"], params["image_guidance_scale"],
+                         params["edit_size"], params["edit_batch_size"], params["seed"],
+                         device="cpu" if params.get("device") == "cpu" else None, progress=progress)
+    return dict(out_dir=out, n_items=len(items), manifest=man)
 
 # %% ../nbs/21_gensynth.ipynb #8e17a7f7
 def edits_frame(items: Sequence[dict], out_dir) -> pd.DataFrame:
@@ -308,28 +370,35 @@ def haar_face_detector(min_size: int = 12) -> Callable:
         return np.asarray(f, float).reshape(-1, 4)
     return detect
 
-def face_box(image: Image.Image, person_box, detector: Callable | None) -> tuple[tuple, str]:
-    "The face box (x, y, w, h) of the person in `person_box`: largest detection inside it, else the head box."
+def face_box(image: Image.Image, person_box, detector: Callable | None, on_missing: str = "head_box") -> tuple[tuple, str]:
+    """The face box (x, y, w, h) of the person in `person_box` and how it was found: the largest detection inside the
+    box ('detected'); without one, the head box ('head_box': a square of side min(w, h/3) at the top centre), or a
+    `ValueError` when `on_missing='raise'`."""
+    if on_missing not in ("head_box", "raise"): raise ValueError(f"on_missing must be 'head_box' or 'raise', got {on_missing!r}")
     l, t, r, b = pixel_box(person_box, *image.size)
     if detector is not None:
-        f = detector(image.crop((l, t, r, b)))
+        f = np.asarray(detector(image.crop((l, t, r, b))), float).reshape(-1, 4)
         if len(f):
             x, y, w, h = f[np.argmax(f[:, 2] * f[:, 3])]
             return (l + x, t + y, w, h), "detected"
+    if on_missing == "raise":
+        raise ValueError(f"no face found in the person box {(l, t, r - l, b - t)} of the {image.size[0]}x{image.size[1]} "
+                         f"image{'' if detector is not None else ' (no detector given)'}; pass on_missing='head_box' to "
+                         f"paste into the head box instead, or leave this image out.")
     side = max(1, min(r - l, (b - t) // 3))
     return (l + (r - l - side) // 2, t, side, side), "head_box"
 
-def load_fairface(root, split: str = "train") -> pd.DataFrame:
-    """FairFace faces (Kärkkäinen & Joo 2021) older than 19: path, gender ('male'/'female'), age, race, from
-    `<root>/fairface_label_<split>.csv` and the image folder it names."""
-    root = Path(root); csv = root / f"fairface_label_{split}.csv"
-    if not csv.exists():
-        raise MissingDataError(f"FairFace labels {csv} not found. Download FairFace (https://github.com/joojs/fairface: "
-                               f"images 'padding=0.25' and fairface_label_{split}.csv) into {root}.")
-    df = pd.read_csv(csv)
-    df = df[df.age.isin(FAIRFACE_ADULT_AGES)]
-    return pd.DataFrame({"path": [str(root / f) for f in df.file], "gender": df.gender.str.lower().to_numpy(),
-                         "age": df.age.to_numpy(), "race": df.race.to_numpy()})
+def genswap_faces(faces) -> dict:
+    """GenSwap's face pools (App. A.2): paths of the faces older than 19 by gender ('male'/'female'), from a FairFace
+    `FaceDataset` (`vlbias_nb.face_datasets.load_fairface`) or a table with path, gender and age columns."""
+    lab = getattr(faces, "labels", faces)
+    need = {"path", "gender", "age"}
+    if not need <= set(lab.columns): raise ValueError(f"faces need columns {sorted(need)}, have {list(lab.columns)}")
+    adult = lab[lab.age.astype(str).isin(FAIRFACE_ADULT_AGES)]
+    out = {g: adult[adult.gender.str.lower() == g].path.astype(str).tolist() for g in GENDERS}
+    for g, v in out.items():
+        if not v: raise ValueError(f"no {g} face older than 19 among the {len(lab)} faces given: GenSwap needs both genders")
+    return out
 
 def synthetic_faces(n: int, gender: str, size: int = 48, seed: int = 0) -> list[Image.Image]:
     """SYNTHETIC stand-ins for FairFace faces (smoke profile only): a drawn face, skin tone and hair length varied,
@@ -352,7 +421,7 @@ def genswap_image(image: Image.Image, face_box_: tuple, face: Image.Image) -> Im
     return paste_crop(image, face, face_box_)
 
 def genswap_dataset(sources: pd.DataFrame, image_dir, faces: dict, out_dir, detector: Callable | None = None,
-                    seed: int = 0) -> pd.DataFrame:
+                    seed: int = 0, on_missing: str = "head_box") -> pd.DataFrame:
     """GenSwap images of `sources` for both genders, written to `<out_dir>/<image_id>_<gender>.png`: faces[g] is a list
     of face images or paths; returns image_id, target_gender, face_source (detected/head_box), face_index, path."""
     rng = np.random.default_rng(seed); out_dir = Path(out_dir); out_dir.mkdir(parents=True, exist_ok=True); rows = []
@@ -360,7 +429,7 @@ def genswap_dataset(sources: pd.DataFrame, image_dir, faces: dict, out_dir, dete
         if not len(faces.get(g, [])): raise ValueError(f"faces[{g!r}] is empty: GenSwap needs faces of both genders")
     for s in sources.itertuples():
         im = load_image(Path(image_dir) / s.file_name)
-        fb, how = face_box(im, (s.x, s.y, s.w, s.h), detector)
+        fb, how = face_box(im, (s.x, s.y, s.w, s.h), detector, on_missing)
         for g in GENDERS:
             j = int(rng.integers(len(faces[g]))); f = faces[g][j]
             f = f if isinstance(f, Image.Image) else load_image(f)
@@ -408,3 +477,38 @@ def mean_max_skew(text_emb, image_emb, genders: Sequence[str], ks: Sequence[int]
     S = np.asarray(text_emb, np.float32) @ np.asarray(image_emb, np.float32).T
     n = int((codes >= 0).sum())
     return {f"MaxSkew@{k}": float(np.nanmean(max_skew_at_k(S, codes, min(k, n)))) for k in ks}
+
+# %% ../nbs/21_gensynth.ipynb #9eee1f30
+def planted_skew_gallery(n_per_gender: int = 150, n_queries: int = 20, top_shares: dict | None = None, seed: int = 0):
+    """Planted caption/image embeddings with a known MaxSkew@K (GenSynth eq. 3): a balanced gallery; each query's top K
+    holds the share `top_shares[K]` of one gender (queries alternate male/female). Returns text_emb, image_emb,
+    genders and the expected mean MaxSkew@K, ln(share / 0.5)."""
+    top_shares = {25: 0.8, 100: 0.7} if top_shares is None else dict(top_shares)
+    ks = sorted(top_shares); n = 2 * n_per_gender
+    counts = {k: top_shares[k] * k for k in ks}
+    for k in ks:
+        if not (0.5 <= top_shares[k] <= 1 and abs(counts[k] - round(counts[k])) < 1e-9 and k <= n):
+            raise ValueError(f"top_shares[{k}] = {top_shares[k]} must be in [0.5, 1], give a whole count of the top {k}, "
+                             f"and {k} must not exceed the gallery of {n}")
+    counts = {k: int(round(c)) for k, c in counts.items()}
+    prev_k, prev_c = 0, 0
+    for k in ks:      # the counts must be achievable nested: the top k contains the top prev_k
+        if counts[k] < prev_c or (k - counts[k]) < (prev_k - prev_c) or counts[k] > n_per_gender or k - counts[k] > n_per_gender:
+            raise ValueError(f"top_shares {top_shares} are not nested-consistent for a gallery of {n_per_gender} per gender")
+        prev_k, prev_c = k, counts[k]
+    rng = np.random.default_rng(seed)
+    genders = np.array(["male"] * n_per_gender + ["female"] * n_per_gender, object)
+    scores = np.zeros((n_queries, n))
+    for q in range(n_queries):
+        major = "male" if q % 2 == 0 else "female"
+        pools = {True: list(rng.permutation(np.flatnonzero(genders == major))),
+                 False: list(rng.permutation(np.flatnonzero(genders != major)))}
+        order, prev_k, prev_c = [], 0, 0
+        for k in ks + [n]:
+            c = counts.get(k, prev_c + len(pools[True]))          # the tail takes what is left
+            block = [pools[True].pop() for _ in range(c - prev_c)] + [pools[False].pop() for _ in range(k - prev_k - (c - prev_c))]
+            order += list(rng.permutation(block)); prev_k, prev_c = k, c
+        scores[q, order] = np.linspace(1.0, 0.0, n)                # rank r gets score 1 - r/(n-1)
+    O = np.linalg.qr(rng.standard_normal((n, n)))[0]              # orthonormal rows: image embeddings
+    expected = {f"MaxSkew@{k}": float(np.log(top_shares[k] / 0.5)) for k in ks}
+    return (scores @ O).astype(np.float32), O.astype(np.float32), list(genders), expected

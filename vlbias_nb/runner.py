@@ -13,10 +13,10 @@ from .paths import project_root, write_json_atomic, atomic_path
 from .profiles import PROFILES, profile_overrides, profile_names
 
 # %% auto #0
-__all__ = ['analyses_dir', 'notebook_name', 'analysis_notebooks', 'ParameterError', 'Parameter', 'parameters_cell',
-           'notebook_parameters', 'coerce_parameter', 'resolve_parameters', 'NotebookFailed', 'file_md5',
-           'is_up_to_date', 'run_notebook', 'write_notebook_html', 'figures_dir', 'publish_outputs', 'reproduce',
-           'format_parameters', 'main']
+__all__ = ['GENERATION_JOBS', 'analyses_dir', 'notebook_name', 'analysis_notebooks', 'ParameterError', 'Parameter',
+           'parameters_cell', 'notebook_parameters', 'coerce_parameter', 'resolve_parameters', 'NotebookFailed',
+           'file_md5', 'is_up_to_date', 'run_notebook', 'write_notebook_html', 'figures_dir', 'publish_outputs',
+           'reproduce', 'format_parameters', 'main', 'notebook_defaults', 'generate']
 
 # %% ../nbs/10_runner.ipynb #b2477762
 def analyses_dir() -> Path:
@@ -274,13 +274,33 @@ def _parser() -> argparse.ArgumentParser:
     o.add_argument("--profile", default="smoke", choices=profile_names())
     o.add_argument("--out", help="output folder (default: runs/<profile> in the checkout)")
     o.add_argument("--publish", action="store_true")
+    g = sub.add_parser("generate", help="run a notebook's generation step (one shard per process under `accelerate launch`)")
+    g.add_argument("name")
+    g.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"))
+    g.add_argument("--profile", default="smoke", choices=profile_names())
+    g.add_argument("--generation-dir", help="generation folder (default: the notebook's generation_dir parameter); give "
+                                            "the notebook the same one with -p generation_dir DIR")
     return ap
+
+def _generate_command(args) -> int:
+    "`vlbias generate`: this process's shard; the main process reports once every process is done."
+    import torch
+    from vlbias_nb.generation import process_state
+    st = process_state()
+    res = generate(args.name, args.profile, dict(args.parameter), args.generation_dir, progress=st.is_local_main_process)
+    st.wait_for_everyone()
+    if st.is_main_process:
+        n_done = len(res["manifest"].done_keys())
+        print(f"{args.name}: {n_done} of {res['n_items']} items done in {res['out_dir']} ({st.num_processes} process(es))")
+    if torch.distributed.is_available() and torch.distributed.is_initialized(): torch.distributed.destroy_process_group()
+    return 0
 
 def main(argv=None) -> int:
     "Entry point of the `vlbias` console script."
     args = _parser().parse_args(argv)
     try:
         if args.cmd == "list": print(format_parameters()); return 0
+        if args.cmd == "generate": return _generate_command(args)
         if args.cmd == "reproduce":
             done = reproduce(args.profile, args.only, args.out, args.publish, args.resume)
         else:
@@ -290,7 +310,31 @@ def main(argv=None) -> int:
             if args.publish: publish_outputs(done[args.name])
         for n, d in done.items(): print(f"{n}: {d}")
         return 0
-    except (ParameterError, NotebookFailed, KeyError) as e:
-        msg = e.args[0] if isinstance(e, KeyError) else str(e)
+    except (ParameterError, NotebookFailed, KeyError, ValueError, FileNotFoundError) as e:
+        if args.cmd != "generate" and not isinstance(e, (ParameterError, NotebookFailed, KeyError)): raise
+        msg = e.args[0] if isinstance(e, KeyError) else str(e)      # generate: a bad folder or missing data, said in one line
         print(f"vlbias: error: {msg}", file=sys.stderr)
         return 2
+
+# %% ../nbs/10_runner.ipynb #dd178e91
+GENERATION_JOBS = {  # notebook name -> "module:function(params, progress) -> dict(out_dir, n_items, manifest)"
+    "gensynth_editing": "vlbias_nb.gensynth:generate_edits_from_parameters",
+}
+
+def notebook_defaults(path, profile: str = "smoke", overrides: dict | None = None) -> dict:
+    "Every parameter of the notebook at `path` as a run would set it: declared defaults, then the profile's, then `overrides`."
+    return {**{k: p.default for k, p in notebook_parameters(path).items()}, **resolve_parameters(path, profile, overrides)}
+
+def generate(name: str, profile: str = "smoke", overrides: dict | None = None, generation_dir=None, progress: bool = True) -> dict:
+    "Run the generation step of notebook `name` in this process (its shard, under `accelerate launch`); see `GENERATION_JOBS`."
+    import importlib
+    if name not in GENERATION_JOBS: raise KeyError(f"Notebook {name!r} has no generation step; those with one: {sorted(GENERATION_JOBS)}.")
+    params = notebook_defaults(analysis_notebooks()[name], profile, overrides)
+    if generation_dir is not None: params["generation_dir"] = str(generation_dir)
+    mod, fn = GENERATION_JOBS[name].split(":")
+    return getattr(importlib.import_module(mod), fn)(params, progress=progress)
+
+# %% ../nbs/10_runner.ipynb #6a25e280
+#| eval: false
+if __name__ == "__main__" and "ipykernel" not in sys.modules:   # `python -m vlbias_nb.runner ...`, as accelerate launch -m runs it
+    sys.exit(main())
