@@ -274,7 +274,7 @@ def test_analysis_notebook_real_data_section_on_fake_folders(tmp_path):
     utk = _fake_utkface(tmp_path / "utk", 24)
     small = dict(fit_planted=False, n_planted_train=64, n_planted_test=64, n_pairs_test=32, n_model_steps=10,
                  eval_every=5, ablation_steps=4, weat_n_perm=100, adv_warmup_epochs=1, k_skew=10, clip_clip_m=[28],
-                 real_model_steps=6, real_eval_every=3, real_batch_size=8, n_real_selection=20)
+                 real_model_steps=6, real_eval_every=3, real_batch_size=8, n_real_selection=20, fig2_itc_lambdas=[0.0])
     d = run_notebook(analysis_notebooks()["prompt_array"], out_root=tmp_path / "runs", progress=False,
                      overrides={**small, "fairface_root": str(ff), "flickr30k_root": str(fl), "utkface_root": str(utk)})
     t = lambda name: pd.read_csv(d / f"tables/{name}.csv")
@@ -302,6 +302,11 @@ def test_analysis_notebook_real_data_section_on_fake_folders(tmp_path):
     assert t7.trained_params[2] == 64 * 32 + 64 * 32                          # text_projection + visual.proj of tiny-clip
     assert t7.paper_maxskew.tolist() == [0.233, 0.073, 0.642, 0.691, 0.688] and t7["paper_flickr_R@5"][0] == 0.861
     assert np.allclose(t7.delta_ndkl, t7.ndkl - t7.paper_ndkl) and t7["flickr_R@5"].notna().all()
+    # Tab. 3 / Fig. 2: CLIP-clip fitted on FairFace train, the λ sweep's points, paper values where the row exists
+    t3 = t("tab3_clip_clip_vs_prompt")
+    assert t3.model.tolist() == ["CLIP", "CLIP-clip", "CLIP+prompt (debias)", "CLIP+prompt (debias+itc)"] and t3.m.tolist()[1] == 28
+    assert t3.itc_lambda.tolist()[2:] == [0.0, 1.0] and t3.paper_maxskew.tolist()[2] == 0.073 and t3["paper_flickr_R@5"][0] == 0.859
+    assert t3["flickr_R@5"].notna().all()
     # Tab. 4: a UTKFace-trained row, % changes, paper values and deltas
     t4a, t4b = t("tab4a_cross_dataset"), t("tab4b_cross_attribute")
     assert t4a.train.tolist() == ["PT baseline"] * 2 + ["FairFace"] * 2 + ["UTKFace"] * 2
