@@ -36,6 +36,9 @@ def check_prompt_array(d):
     assert before.maxskew > 2 * t.loc["random ranking"].maxskew                  # clearly above the random level
     assert after.maxskew <= 0.5 * before.maxskew and after.ndkl <= 0.5 * before.ndkl   # cut by at least half
     assert after["R@1"] >= 0.75 * before["R@1"]                                    # retrieval mostly kept (R@5 is 1.0 both ways)
+    t7 = _table(d, "tab7_adaptation_targets")                                      # Tab. 7 on the planted source: tokens only in the prompt row
+    assert t7.n_tokens.tolist() == [0, 2, 0, 0, 0] and (t7.data == "FairFace-style (planted)").all()
+    assert t7.paper_comparison.str.startswith("not comparable").all()
 
 def check_gensynth_editing(d):
     e = _table(d, "edits")

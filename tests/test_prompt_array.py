@@ -246,42 +246,82 @@ def test_real_data_training_on_fake_fairface(tmp_path, monkeypatch):
     assert not torch.allclose(res_px.prompt.embeds, zero_pad_tokens(vlm.model, 2), atol=1e-3)
 
 def test_features_refused_when_image_tower_trains(tiny):
-    from vlbias_nb.prompt_array import train_debias, train_debias_on_faces
-    from vlbias_nb.face_datasets import make_planted_faces
+    from vlbias_nb.prompt_array import train_debias
     v = copy.deepcopy(tiny)
     feats = F.normalize(torch.randn(8, 32), dim=-1)
     for target in ["projection", "full"]:
         with pytest.raises(ValueError, match="trains the image tower"):
             train_debias(v, None, ["Male", "Female"] * 4, config=_real_cfg(target=target), face_features=feats, progress=False)
-        with pytest.raises(ValueError, match="image tower must stay frozen"):
-            train_debias_on_faces(v, make_planted_faces(8), _real_cfg(target=target), cache=None, progress=False)
     with pytest.raises(ValueError, match="not L2-normalised"):
         train_debias(v, None, ["Male", "Female"] * 4, config=_real_cfg(), face_features=2 * feats, progress=False)
     with pytest.raises(ValueError, match=r"expected \(8, 32\)"):
         train_debias(v, None, ["Male", "Female"] * 4, config=_real_cfg(), face_features=feats[:, :16], progress=False)
 
+def _fake_utkface(root, n=24):
+    "A fake UTKFace folder (UTKFace/<age>_<gender>_<race>_<date>.jpg.chip.jpg), genders alternating, races cycling."
+    from PIL import Image
+    (root / "UTKFace").mkdir(parents=True)
+    for i in range(n):
+        Image.new("RGB", (8, 8), (10 * i % 255, 90, 200 - 5 * i)).save(root / "UTKFace" / f"{20 + i}_{i % 2}_{i % 5}_2017{i:04d}.jpg.chip.jpg")
+    return root
+
 def test_analysis_notebook_real_data_section_on_fake_folders(tmp_path):
-    """The analysis notebook's real-data section end to end (papermill, ~30 s): tiny steps, untrained tiny CLIP, fake
-    FairFace + Flickr30k folders; it trains on FairFace train, saves the tokens, and the real-face sections use them."""
+    """The analysis notebook on the real data source end to end (papermill, about a minute): tiny steps, untrained tiny
+    CLIP, fake FairFace + UTKFace + Flickr30k folders. Every section (App. C WEAT, Tab. 6, debiasing, CLIP-clip / Fig. 2,
+    Tab. 4 with a UTKFace-trained row, Tab. 7) runs on the real source, with the paper's values beside ours."""
     from vlbias_nb.runner import run_notebook, analysis_notebooks
     ff, fl = _fake_fairface(tmp_path / "ff", 40, 16), _fake_flickr30k(tmp_path / "fl", 8, 6)
-    small = dict(fit_planted=False, n_fit_steps=1, n_planted_train=64, n_planted_test=64, n_pairs_test=32, n_model_steps=10,
+    utk = _fake_utkface(tmp_path / "utk", 24)
+    small = dict(fit_planted=False, n_planted_train=64, n_planted_test=64, n_pairs_test=32, n_model_steps=10,
                  eval_every=5, ablation_steps=4, weat_n_perm=100, adv_warmup_epochs=1, k_skew=10, clip_clip_m=[28],
-                 real_model_steps=6, real_eval_every=3, real_batch_size=8)
+                 real_model_steps=6, real_eval_every=3, real_batch_size=8, n_real_selection=20, fig2_itc_lambdas=[0.0])
     d = run_notebook(analysis_notebooks()["prompt_array"], out_root=tmp_path / "runs", progress=False,
-                     overrides={**small, "fairface_root": str(ff), "flickr30k_root": str(fl)})
-    tab = pd.read_csv(d / "tables/real_debias_vs_paper_tab3.csv")
+                     overrides={**small, "fairface_root": str(ff), "flickr30k_root": str(fl), "utkface_root": str(utk)})
+    t = lambda name: pd.read_csv(d / f"tables/{name}.csv")
+    tab = t("real_debias_vs_paper_tab3")
     assert tab.paper_row.tolist() == ["CLIP", "CLIP+prompt (debias+itc)"]
     assert tab.paper_maxskew.tolist() == [0.233, 0.113] and tab.paper_ndkl.tolist() == [0.104, 0.036]
     assert np.allclose(tab.delta_ndkl, tab.ndkl - tab.paper_ndkl) and "flickr_R@5" in tab
-    ev = pd.read_csv(d / "tables/real_training_evals.csv")
+    assert tab.paper_comparison[0].startswith("not comparable: tiny-clip on real data")
+    ev = t("training_evals")
     assert ev.model_step.tolist() == [0, 3, 6] and ev.downstream.notna().all()
-    assert (d / "figures/real_training_curve.png").exists()
+    assert (d / "figures/training_curve.png").exists() and (d / "figures/fig2_bias_vs_performance.png").exists()
     dm = attach_debias_tokens(load_model("tiny-clip", device="cpu", seed=0), d / "debias_tokens_fairface.pt")
     assert read_debias_tokens(d / "debias_tokens_fairface.pt")["extra"]["n_faces"] == 40 and dm.prompt_embeds.shape == (2, 64)
-    real = pd.read_csv(d / "tables/tab2_real_faces.csv")
-    assert set(real.model) == {"tiny-clip", "+ debias tokens (FairFace train)"} and set(real.data) == {"FairFace-val"}
-    assert pd.read_csv(d / "tables/downstream_real.csv").model.tolist() == ["tiny-clip", "+ debias tokens (FairFace train)"]
+    real = t("tab2_real_faces")
+    assert set(real.model) == {"tiny-clip", "+ debias tokens (FairFace train)"} and set(real.data) == {"FairFace-val", "UTKFace"}
+    assert t("downstream_real").model.tolist() == ["tiny-clip", "+ debias tokens (FairFace train)"]
+    # every section on the one selected source: FairFace val (16 faces), not the planted faces
+    for name in ["appC_weat_template_sensitivity", "tab3_clip_clip_vs_prompt", "tab6_harmful_misclassification", "tab7_adaptation_targets"]:
+        assert set(t(name).data) == {"FairFace"}, name
+    assert len(t("appC_weat_template_sensitivity")) == 8
+    # Tab. 7: each row adapts one thing (tokens only in the prompt row), beside the paper's values
+    t7 = t("tab7_adaptation_targets")
+    assert t7.adaptation.tolist() == ["PT baseline", "Prompt", "Proj. layer", "Text encoder (last 3 layers)", "Full finetuning"]
+    assert t7.n_tokens.tolist() == [0, 2, 0, 0, 0] and t7.trained_params.tolist()[:2] == [0, 2 * 64]
+    assert t7.trained_params[2] == 64 * 32 + 64 * 32                          # text_projection + visual.proj of tiny-clip
+    assert t7.paper_maxskew.tolist() == [0.233, 0.073, 0.642, 0.691, 0.688] and t7["paper_flickr_R@5"][0] == 0.861
+    assert np.allclose(t7.delta_ndkl, t7.ndkl - t7.paper_ndkl) and t7["flickr_R@5"].notna().all()
+    # Tab. 3 / Fig. 2: CLIP-clip fitted on FairFace train, the λ sweep's points, paper values where the row exists
+    t3 = t("tab3_clip_clip_vs_prompt")
+    assert t3.model.tolist() == ["CLIP", "CLIP-clip", "CLIP+prompt (debias)", "CLIP+prompt (debias+itc)"] and t3.m.tolist()[1] == 28
+    assert t3.itc_lambda.tolist()[2:] == [0.0, 1.0] and t3.paper_maxskew.tolist()[2] == 0.073 and t3["paper_flickr_R@5"][0] == 0.859
+    assert t3["flickr_R@5"].notna().all()
+    # Tab. 4: a UTKFace-trained row, % changes, paper values and deltas
+    t4a, t4b = t("tab4a_cross_dataset"), t("tab4b_cross_attribute")
+    assert t4a.train.tolist() == ["PT baseline"] * 2 + ["FairFace"] * 2 + ["UTKFace"] * 2
+    assert t4a["eval"].tolist() == ["FairFace", "UTKFace"] * 3
+    assert t4a.paper_maxskew[:2].tolist() == [0.233, 0.034] and t4a["paper_maxskew_change_%"][2:].tolist() == [-68.71, -36.82, -8.38, -35.15]
+    b4 = np.tile(t4a.maxskew[:2].values, 2)                                    # % change from the baseline (NaN for a 0 baseline)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        assert np.allclose(t4a["maxskew_change_%"][2:], np.where(b4 > 0, 100 * (t4a.maxskew[2:].values / b4 - 1), np.nan), equal_nan=True)
+    assert np.allclose(t4a["delta_ndkl_change_pp"][2:], t4a["ndkl_change_%"][2:] - t4a["paper_ndkl_change_%"][2:], equal_nan=True)
+    assert t4b.paper_maxskew[:2].tolist() == [0.233, 0.549] and t4b["paper_ndkl_change_%"][2:].tolist() == [-78.98, -45.33]
+    # Tab. 6: FairFace ethnicities, the paper's rates beside ours
+    t6 = t("tab6_harmful_misclassification").set_index(["category", "ethnicity"])
+    assert set(t6.index.get_level_values(1)) <= {"White", "Black", "Indian", "East Asian"}
+    assert t6.loc[("crime-related", "Black"), "paper_base_%"] == 3.0 and t6.loc[("non-human", "White"), "paper_debiased_%"] == 0.8
+    assert np.allclose(t6["delta_base_pp"], t6["base_%"] - t6["paper_base_%"])
 
 def test_released_debias_tokens_by_zoo_name(tmp_path, monkeypatch):
     "The authors' released tokens load by zoo name from $VLBIAS_MODELS/debias; missing file without downloads: clear error."
@@ -299,3 +339,98 @@ def test_released_debias_tokens_by_zoo_name(tmp_path, monkeypatch):
     q = ["A photo of a criminal person"]
     np.testing.assert_allclose(dm.encode_text(q), DebiasedView(base, tok).encode_text(q), atol=1e-6)
     assert np.abs(dm.encode_text(q) - base.encode_text(q)).max() > 1e-3
+
+# --- the training schedule, early stopping, and what each adaptation target trains (Tab. 7) ---------------------------
+
+def _sched_cfg(**kw):
+    from vlbias_nb.prompt_array import DebiasConfig
+    return DebiasConfig(**{**dict(lr_model=1e-2, lr_adversary=1e-2, batch_size=8, adv_warmup_epochs=2, alternate_batches=10,
+                                  n_model_steps=25, eval_every=5, itc_lambda=0.0, seed=0), **kw})
+
+def _sched_data(n=16):
+    g = torch.Generator().manual_seed(0)
+    return torch.randn(n, 3, 32, 32, generator=g), np.array(["Male", "Female"] * (n // 2))
+
+def test_schedule_warmup_then_alternating_ten(tiny):
+    """App. F: two epochs of adversary-only warm-up (16 faces / batch 8 = 2 batches an epoch -> 4 batches), then 10
+    adversary batches and 10 model batches alternately; the model steps are numbered 1..n_model_steps."""
+    from vlbias_nb.prompt_array import train_debias
+    px, a = _sched_data()
+    r = train_debias(copy.deepcopy(tiny), px, a, config=_sched_cfg(), progress=False)
+    assert r.history.phase.tolist() == ["warmup"] * 4 + (["adversary"] * 10 + ["model"] * 10) * 2 + ["adversary"] * 10 + ["model"] * 5
+    assert r.history[r.history.phase == "model"].model_step.tolist() == list(range(1, 26))
+    assert r.history.phase.value_counts().to_dict() == {"adversary": 30, "model": 25, "warmup": 4}
+    # 3 warm-up epochs of 24 faces in batches of 8: 9 warm-up batches; alternate_batches=3 alternates by threes
+    px, a = _sched_data(24)
+    r = train_debias(copy.deepcopy(tiny), px, a, config=_sched_cfg(adv_warmup_epochs=3, alternate_batches=3, n_model_steps=6), progress=False)
+    assert r.history.phase.tolist() == ["warmup"] * 9 + (["adversary"] * 3 + ["model"] * 3) * 2
+    assert not r.stopped_early and r.best_step == 6
+
+def _falling(scores, seen):
+    "Evaluation callback whose downstream score is `scores[i]` at its i-th call; records the tokens it saw."
+    def evaluate(m):
+        seen.append(m.prompt_embeds.detach().clone())
+        return {"downstream": scores[len(seen) - 1], "maxskew": 0.0}
+    return evaluate
+
+@pytest.mark.parametrize("keep_best", [False, True])
+def test_early_stop_below_half_returns_last_tokens_above(tiny, keep_best):
+    """App. F early stopping: downstream 1.0 at step 0, then 0.9, 0.7, 0.55 (>= 50 %) and 0.45 (< 50 %) at steps 5..20:
+    training stops at step 20, and the tokens returned are step 15's (the last evaluation above the threshold), not
+    step 20's, also without keep-best selection."""
+    from vlbias_nb.prompt_array import train_debias
+    px, a = _sched_data()
+    seen = []
+    r = train_debias(copy.deepcopy(tiny), px, a, config=_sched_cfg(n_model_steps=200, keep_best=keep_best),
+                     evaluate=_falling([1.0, 0.9, 0.7, 0.55, 0.45, 0.1], seen), progress=False)
+    assert r.stopped_early and r.evals.model_step.tolist() == [0, 5, 10, 15, 20] and r.history.model_step.max() == 20
+    assert r.best_step == 15
+    assert torch.equal(r.prompt.embeds.detach(), seen[3]) and not torch.allclose(seen[3], seen[4])
+
+def test_early_stop_reference_and_no_stop(tiny):
+    "The threshold is half of `reference_downstream` when given; scores that stay above it never stop training."
+    from vlbias_nb.prompt_array import train_debias
+    px, a = _sched_data()
+    seen = []
+    r = train_debias(copy.deepcopy(tiny), px, a, config=_sched_cfg(n_model_steps=20), evaluate=_falling([0.5, 0.5, 0.5, 0.5, 0.5], seen),
+                     reference_downstream=0.9, progress=False)   # 0.5 >= 0.45: never stops; last tokens kept
+    assert not r.stopped_early and r.best_step == 20 and torch.equal(r.prompt.embeds.detach(), seen[-1])
+    seen = []
+    r = train_debias(copy.deepcopy(tiny), px, a, config=_sched_cfg(n_model_steps=20), evaluate=_falling([0.5, 0.5, 0.4, 0.4, 0.4], seen),
+                     reference_downstream=0.9, progress=False)   # 0.4 < 0.45 at step 10: step 5's tokens
+    assert r.stopped_early and r.best_step == 5 and torch.equal(r.prompt.embeds.detach(), seen[1])
+
+@pytest.mark.parametrize("target,moved", [("prompt", set()), ("projection", {"text_projection", "visual.proj"}),
+                                          ("text_layers", {"transformer.resblocks.0.", "transformer.resblocks.1."}),
+                                          ("full", {"visual.", "transformer.", "token_embedding.", "text_projection", "positional_embedding", "ln_final."})])
+def test_adaptation_target_trains_only_itself(tiny, target, moved):
+    """Tab. 7: each row adapts one thing. 'prompt' trains two tokens and leaves CLIP untouched; every other target
+    trains its CLIP weights and no tokens (the projection row moves exactly the two projections)."""
+    from vlbias_nb.prompt_array import train_debias, zero_pad_tokens
+    px, a = _sched_data()
+    v = copy.deepcopy(tiny)
+    r = train_debias(v, px, a, config=_sched_cfg(target=target, n_model_steps=10, lr_model=1e-3), progress=False)
+    changed = {n for (n, p), q in zip(v.model.named_parameters(), tiny.model.parameters()) if not torch.equal(p, q)}
+    if target == "prompt":
+        assert r.prompt.n_tokens == 2 and changed == set()
+        assert not torch.allclose(r.prompt.embeds, zero_pad_tokens(tiny.model, 2))
+    else:
+        assert r.prompt.n_tokens == 0 and r.prompt.embeds.numel() == 0
+        assert changed and all(n.startswith(tuple(moved)) for n in changed), changed
+        if target == "projection": assert changed == moved
+        if target == "text_layers": assert {n.split(".")[2] for n in changed} == {"0", "1"}   # tiny: 2 of 2 layers are the last 3
+        if target == "full": assert any(n.startswith("visual.") for n in changed) and any(n.startswith("transformer.") for n in changed)
+        assert "logit_scale" not in changed
+
+def test_lazy_pixels_equal_tensor_training(tiny):
+    "LazyPixels (per-batch preprocessing from image files / PIL) gives the same run as the preprocessed tensor."
+    from vlbias_nb.prompt_array import train_debias, LazyPixels, pixels_of
+    from vlbias_nb.face_datasets import make_planted_faces, face_images
+    faces = make_planted_faces(16, seed=0)
+    v1, v2 = copy.deepcopy(tiny), copy.deepcopy(tiny)
+    cfg = _sched_cfg(target="projection", n_model_steps=5)
+    r1 = train_debias(v1, LazyPixels(v1, face_images(faces)), faces.attribute("gender"), config=cfg, progress=False)
+    r2 = train_debias(v2, pixels_of(v2, face_images(faces)), faces.attribute("gender"), config=cfg, progress=False)
+    torch.testing.assert_close(v1.model.visual.proj, v2.model.visual.proj)
+    assert not torch.equal(v1.model.visual.proj, tiny.model.visual.proj)
+    np.testing.assert_allclose(r1.history.adv_loss, r2.history.adv_loss, rtol=1e-5)

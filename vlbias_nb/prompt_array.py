@@ -25,13 +25,13 @@ __all__ = ['TRAIN_TEMPLATES', 'TRAIN_CONCEPTS', 'TEST_TEMPLATES', 'TEST_CONCEPTS
            'read_authors_prompts', 'compare_with_authors_csv', 'prompt_bias', 'aggregate_bias', 'random_ranking_bias',
            'weat_template_sensitivity', 'demographic_classnames', 'harmful_class_set', 'harmful_misclassification',
            'harmful_misclassification_rates', 'zero_pad_tokens', 'prompted_text_features', 'PromptTokens',
-           'adaptation_parameters', 'image_tower_trainable', 'Adversary', 'similarity_logits', 'itc_loss',
-           'DebiasSetup', 'adversary_step', 'model_step', 'DebiasConfig', 'DebiasResult', 'precomputed_features',
-           'train_debias', 'DebiasedView', 'save_debias_tokens', 'read_debias_tokens', 'attach_debias_tokens',
-           'load_debiased_model', 'parse_debias_name', 'released_tokens_file', 'read_released_tokens',
-           'attach_released_tokens', 'image_features_of', 'itc_pairs_of', 'train_debias_on_faces', 'draw_shape',
-           'make_planted_pairs', 'planted_common_groups', 'planted_concept_groups', 'planted_face_captions',
-           'pixels_of', 'fit_clip_on_pairs', 'text_to_image_recall']
+           'adaptation_parameters', 'prompt_token_count', 'image_tower_trainable', 'Adversary', 'similarity_logits',
+           'itc_loss', 'DebiasSetup', 'adversary_step', 'model_step', 'DebiasConfig', 'DebiasResult',
+           'precomputed_features', 'train_debias', 'DebiasedView', 'save_debias_tokens', 'read_debias_tokens',
+           'attach_debias_tokens', 'load_debiased_model', 'parse_debias_name', 'released_tokens_file',
+           'read_released_tokens', 'attach_released_tokens', 'image_features_of', 'itc_pairs_of', 'LazyPixels',
+           'train_debias_on_faces', 'draw_shape', 'make_planted_pairs', 'planted_common_groups',
+           'planted_concept_groups', 'planted_face_captions', 'pixels_of', 'fit_clip_on_pairs', 'text_to_image_recall']
 
 # %% ../nbs/17_prompt_array.ipynb #e4b91637
 TRAIN_TEMPLATES = ["A photo of a {} person"]
@@ -189,12 +189,16 @@ class PromptTokens(nn.Module):
 ADAPTATION_TARGETS = ("prompt", "projection", "text_layers", "full")
 
 def adaptation_parameters(model: nn.Module, target: str = "prompt", n_text_layers: int = 3) -> list:
-    "Freeze `model` and return the CLIP parameters `target` trains (prompt tokens are separate and always trained)."
+    """Freeze `model` and return the CLIP weights `target` trains (Prompt Array Tab. 7, App. F): none for 'prompt' (only
+    the prepended tokens train, `prompt_token_count`), the two projections into the embedding space for 'projection',
+    the last `n_text_layers` text-transformer blocks for 'text_layers', every weight but the logit scale for 'full'."""
     if target not in ADAPTATION_TARGETS: raise ValueError(f"target must be one of {ADAPTATION_TARGETS}, got {target!r}")
     for p in model.parameters(): p.requires_grad_(False)
     names = []
     if target == "projection":
-        names = [n for n, _ in model.named_parameters() if n.startswith(("text_projection", "ln_final.", "visual.proj", "visual.ln_post."))]
+        names = [n for n, _ in model.named_parameters() if n == "text_projection" or n.startswith("text_projection.")
+                 or n == "visual.proj" or n.startswith("visual.proj.")]
+        if not names: raise ValueError(f"{type(model).__name__} has no text_projection / visual.proj to adapt")
     elif target == "text_layers":
         blocks = model.transformer.resblocks
         first = max(0, len(blocks) - n_text_layers)
@@ -205,6 +209,13 @@ def adaptation_parameters(model: nn.Module, target: str = "prompt", n_text_layer
     params = dict(model.named_parameters())
     for n in names: params[n].requires_grad_(True)
     return [params[n] for n in names]
+
+def prompt_token_count(target: str, n_tokens: int) -> int:
+    """Prepended learnable tokens of adaptation `target`: `n_tokens` for 'prompt', none for the weight adaptations —
+    each Tab. 7 row adapts one thing, so the projection / text-layer / full rows train no tokens."""
+    if target not in ADAPTATION_TARGETS: raise ValueError(f"target must be one of {ADAPTATION_TARGETS}, got {target!r}")
+    if target == "prompt" and n_tokens < 1: raise ValueError("target 'prompt' needs n_tokens >= 1 (nothing would train)")
+    return n_tokens if target == "prompt" else 0
 
 def image_tower_trainable(model: nn.Module) -> bool:
     "Whether any image-tower parameter requires gradients (then image embeddings cannot be precomputed)."
@@ -284,8 +295,8 @@ def model_step(setup: DebiasSetup, adversary: Adversary, opt_model, image_feat, 
 @dataclass
 class DebiasConfig:
     "Hyper-parameters of the debiasing run (Prompt Array App. F defaults)."
-    n_tokens: int = 2
-    target: str = "prompt"
+    n_tokens: int = 2                # prepended tokens when target is "prompt" (the weight adaptations prepend none)
+    target: str = "prompt"           # what is adapted (ADAPTATION_TARGETS, Tab. 7)
     n_text_layers: int = 3
     lr_model: float = 2e-5
     lr_adversary: float = 2e-4
@@ -311,7 +322,8 @@ class DebiasResult:
     evals: pd.DataFrame
     config: DebiasConfig
     stopped_early: bool = False
-    best_step: int | None = None     # model step whose tokens were kept (the last one unless `keep_best`)
+    best_step: int | None = None     # model step whose state was kept (the last one, the last above the early-stopping
+                                     # threshold after an early stop, or with `keep_best` the best selection score)
 
 def _feats(setup, pixels, trainable, bs=256):
     if trainable: return None
@@ -347,22 +359,28 @@ def train_debias(vlm, face_pixels: torch.Tensor | None, face_attrs, itc_pixels: 
     `face_pixels` `(n, 3, H, W)` or, when the image tower stays frozen (target 'prompt' or 'text_layers', §4.3), as
     precomputed L2-normalised image embeddings `face_features` `(n, d)` (`vlm.encode_image` / `image_features_of`
     output); likewise the generic image–text pairs `itc_texts` with `itc_pixels` or `itc_features` (one row per text).
+    Pixels may be a tensor or anything indexable by a batch of indices with `len` and `.to(device, dtype)`
+    (`LazyPixels`, for sets too large to hold). `config.target` chooses what trains (Tab. 7): the prompt tokens alone,
+    or one part of CLIP's weights alone (no tokens then).
     `prompts`: training prompts (default Tab. 1's); `evaluate(vlm_like) -> dict` with key `downstream` (and
     optionally `selection`, see `keep_best`); `reference_downstream`: the original model's downstream score for early
-    stopping (default: the score at step 0, i.e. with the freshly initialised tokens)."""
+    stopping (default: the score at step 0, i.e. with the freshly initialised tokens). When an evaluation's downstream
+    score falls below `early_stop_fraction` × the reference, training stops and the state of the previous evaluation
+    (the last one above the threshold) is returned (App. F)."""
     c = config
     g = torch.Generator().manual_seed(c.seed); torch.manual_seed(c.seed)
     model = vlm.model
     params = adaptation_parameters(model, c.target, c.n_text_layers)
     prompts = list(train_prompts().prompt if prompts is None else prompts)
-    prompt = PromptTokens(model, c.n_tokens).to(vlm.device)
+    prompt = PromptTokens(model, prompt_token_count(c.target, c.n_tokens)).to(vlm.device)
     setup = DebiasSetup(model, prompt, vlm.tokenize(prompts).to(vlm.device), vlm.logit_scale, vlm.tokenize)
     codes, values = encode_attributes(list(face_attrs))
     if (codes < 0).any(): raise ValueError("face_attrs has undefined labels; drop those images first")
     codes = torch.as_tensor(codes, device=vlm.device)
     adversary = Adversary(len(prompts), len(values), c.adv_hidden).to(vlm.device)
     opt_adv = torch.optim.Adam(adversary.parameters(), c.lr_adversary)
-    opt_model = torch.optim.Adam([prompt.embeds] + params, c.lr_model)
+    trained = ([prompt.embeds] if prompt.n_tokens else []) + params
+    opt_model = torch.optim.Adam(trained, c.lr_model)
     trainable = image_tower_trainable(model)
     if trainable and (face_features is not None or itc_features is not None):
         raise ValueError(f"face_features / itc_features were given, but target {c.target!r} trains the image tower "
@@ -392,13 +410,17 @@ def train_debias(vlm, face_pixels: torch.Tensor | None, face_attrs, itc_pixels: 
         evals.append({"model_step": step, **r}); return r
     base = run_eval(0)
     base_down = reference_downstream if reference_downstream is not None else (base.get("downstream") if base else None)
-    trained = [prompt.embeds] + params
+    snapshot = lambda: [t.detach().clone() for t in trained]
     best = {"score": math.inf, "step": None, "state": None}
+    guard = evaluate is not None and base_down is not None     # early stopping is possible
+    last_ok = {"step": 0, "state": snapshot() if guard else None}
+    def below(e):
+        return base_down is not None and e is not None and e.get("downstream") is not None and e["downstream"] < c.early_stop_fraction * base_down
     def consider(step, e):
         if not c.keep_best or e is None or e.get("selection") is None: return
         ok = base_down is None or e.get("downstream") is None or e["downstream"] >= c.early_stop_fraction * base_down
         if ok and e["selection"] < best["score"]:
-            best.update(score=e["selection"], step=step, state=[t.detach().clone() for t in trained])
+            best.update(score=e["selection"], step=step, state=snapshot())
     consider(0, base)
     warm = max(1, math.ceil(n / c.batch_size)) * c.adv_warmup_epochs
     for s in tqdm(range(warm), desc="adversary warm-up", disable=not progress, leave=False):
@@ -417,15 +439,18 @@ def train_debias(vlm, face_pixels: torch.Tensor | None, face_attrs, itc_pixels: 
                 e = run_eval(step)
                 bar.set_postfix({k: round(v, 3) for k, v in e.items() if isinstance(v, float)})
                 consider(step, e)
-                if base_down is not None and e.get("downstream") is not None and e["downstream"] < c.early_stop_fraction * base_down:
-                    stopped = True; break
+                if below(e): stopped = True; break
+                if guard: last_ok.update(step=step, state=snapshot())
     bar.close()
-    if evaluate is not None and (not evals or evals[-1]["model_step"] != step): consider(step, run_eval(step))
+    if evaluate is not None and (not evals or evals[-1]["model_step"] != step):
+        e = run_eval(step); consider(step, e)
+        stopped = stopped or below(e)
     best_step = step
-    if best["state"] is not None:
+    restore = best if best["state"] is not None else (last_ok if stopped else None)
+    if restore is not None:
         with torch.no_grad():
-            for t, v in zip(trained, best["state"]): t.copy_(v)
-        best_step = best["step"]
+            for t, v in zip(trained, restore["state"]): t.copy_(v)
+        best_step = restore["step"]
     return DebiasResult(prompt, adversary, pd.DataFrame(hist), pd.DataFrame(evals), c, stopped, best_step)
 
 # %% ../nbs/17_prompt_array.ipynb #e09ef3ec
@@ -586,22 +611,45 @@ def itc_pairs_of(vlm, split, cache=_DEFAULT_CACHE, batch_size: int = 64, progres
     feats = image_features_of(vlm, split, cache, batch_size, progress)
     return feats[np.asarray(split.caption_image)], list(split.captions)
 
+# %% ../nbs/17_prompt_array.ipynb #c1d2e3f6
+from .models import to_pil
+
+class LazyPixels:
+    """Preprocessed pixels of `images` (paths, PIL images or arrays) for zoo model `vlm`, made per batch when indexed
+    with a slice or a tensor / list of indices: `train_debias`'s pixel input for sets too large to hold as a tensor."""
+    def __init__(self, vlm, images: Sequence, device=None, dtype=None):
+        self.vlm, self.images, self.device, self.dtype = vlm, list(images), device, dtype
+    def __len__(self) -> int: return len(self.images)
+    def to(self, device=None, dtype=None) -> "LazyPixels": return LazyPixels(self.vlm, self.images, device, dtype)
+    def __getitem__(self, i) -> torch.Tensor:
+        idx = range(len(self))[i] if isinstance(i, slice) else torch.as_tensor(i).reshape(-1).tolist()
+        x = self.vlm.preprocess_batch([to_pil(self.images[j]) for j in idx])
+        return x.to(self.device or x.device, self.dtype or x.dtype)
+
+
 # %% ../nbs/17_prompt_array.ipynb #5b26d653
 def train_debias_on_faces(vlm, faces: FaceDataset, config: DebiasConfig = DebiasConfig(), attribute: str = "gender",
                           itc=None, prompts: Sequence[str] | None = None, evaluate: Callable | None = None,
                           reference_downstream: float | None = None, cache=_DEFAULT_CACHE, tokens_path=None,
                           progress: bool = True) -> DebiasResult:
-    """Debias tokens of `vlm` trained against `attribute` of `faces` (e.g. FairFace train, gender) on precomputed image
-    embeddings, jointly with ITC on the `Flickr30k` split `itc` (None: no ITC) — Prompt Array §3, App. F. Saves the
-    tokens to `tokens_path` when given (`save_debias_tokens`, loadable with `attach_debias_tokens`)."""
-    if config.target not in ("prompt", "text_layers"):
-        raise ValueError(f"train_debias_on_faces trains on precomputed image embeddings, so the image tower must stay "
-                         f"frozen; target {config.target!r} trains it: use train_debias with pixels")
-    face_feat = image_features_of(vlm, faces, cache, progress=progress)
-    itc_feat, itc_texts = itc_pairs_of(vlm, itc, cache, progress=progress) if itc is not None else (None, None)
-    res = train_debias(vlm, None, faces.attribute(attribute), None, itc_texts, config, prompts=prompts, evaluate=evaluate,
-                       progress=progress, reference_downstream=reference_downstream,
-                       face_features=face_feat, itc_features=itc_feat)
+    """Debias tokens of `vlm` (or, per `config.target`, adapted weights: Tab. 7) trained against `attribute` of `faces`
+    (e.g. FairFace train, gender), jointly with ITC on the `Flickr30k` split `itc` (None: no ITC) — Prompt Array §3,
+    App. F. With the image tower frozen the images are embedded once (through `cache`); a target that trains it reads
+    pixels per batch (`LazyPixels`). Saves the tokens to `tokens_path` when given (`save_debias_tokens`, loadable with
+    `attach_debias_tokens`)."""
+    adaptation_parameters(vlm.model, config.target, config.n_text_layers)
+    if image_tower_trainable(vlm.model):        # embeddings change while training: pixels, batch by batch
+        face_px = LazyPixels(vlm, face_images(faces))
+        itc_px, itc_texts = ((LazyPixels(vlm, [itc.images[j] for j in itc.caption_image]), list(itc.captions))
+                             if itc is not None else (None, None))
+        res = train_debias(vlm, face_px, faces.attribute(attribute), itc_px, itc_texts, config, prompts=prompts,
+                           evaluate=evaluate, progress=progress, reference_downstream=reference_downstream)
+    else:
+        face_feat = image_features_of(vlm, faces, cache, progress=progress)
+        itc_feat, itc_texts = itc_pairs_of(vlm, itc, cache, progress=progress) if itc is not None else (None, None)
+        res = train_debias(vlm, None, faces.attribute(attribute), None, itc_texts, config, prompts=prompts, evaluate=evaluate,
+                           progress=progress, reference_downstream=reference_downstream,
+                           face_features=face_feat, itc_features=itc_feat)
     if tokens_path is not None:
         save_debias_tokens(tokens_path, vlm, res.prompt, extra={
             "config": asdict(res.config), "best_step": res.best_step, "stopped_early": res.stopped_early,
