@@ -62,6 +62,9 @@ def test_publish_is_explicit(demo, tmp_path):
     assert not dest.exists()
     copied = publish_outputs(d, dest / "demo")
     assert [p.name for p in copied] == ["values.csv"] and (dest / "demo/values.csv").exists()
+    (dest / "demo/old_name.csv").write_text("x\n1\n")             # an output an earlier notebook version wrote
+    publish_outputs(d, dest / "demo")
+    assert sorted(p.name for p in (dest / "demo").iterdir()) == ["values.csv"]
 
 def test_every_analysis_has_parameters_and_out_dir():
     nbs = analysis_notebooks()

@@ -218,7 +218,8 @@ def figures_dir() -> Path:
     return project_root() / "figures"
 
 def publish_outputs(run_dir, dest=None) -> list[Path]:
-    "Copy the figures and tables of one notebook's run folder into `figures/<name>/`; returns the copied files."
+    """Make `figures/<name>/` the figures and tables of one notebook's run folder: copies them, then removes published
+    files that this run did not write (outputs an earlier version of the notebook named otherwise); returns the copies."""
     run_dir = Path(run_dir); dest = Path(dest) if dest else figures_dir() / run_dir.name
     copied = []
     for sub in ("figures", "tables"):
@@ -226,6 +227,8 @@ def publish_outputs(run_dir, dest=None) -> list[Path]:
             target = dest / f.name
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(f, target); copied.append(target)
+    if copied:                                       # never empty a published folder from a run that wrote nothing
+        for stale in set(p for p in dest.iterdir() if p.is_file()) - set(copied): stale.unlink()
     return copied
 
 # %% ../nbs/10_runner.ipynb #19bb03b3
