@@ -270,11 +270,11 @@ def load_caltech256(root=None, drop_clutter: bool = True) -> ClassificationData:
     """Caltech-256 (all images; no split) from `256_ObjectCategories/` under `root` or under `root/caltech256/`
     (torchvision's layout); root: `$VLBIAS_CALTECH256`, else shared `caltech256`. SocialCounterfactuals Tab. 5."""
     root = dataset_folder("caltech256", root)
+    def categories(d: Path) -> list[str]: return sorted(p.name for p in d.iterdir() if p.is_dir() and p.name[:3].isdigit() and p.name[3:4] == ".")
     cands = [root / "caltech256" / "256_ObjectCategories", root / "256_ObjectCategories", root]
-    folder = next((c for c in cands if c.is_dir() and any(p.is_dir() and p.name[:3].isdigit() and p.name[3:4] == "."
-                                                          for p in c.iterdir())), None)
+    folder = next((c for c in cands if c.is_dir() and categories(c)), None)
     if folder is None: raise missing(root / "256_ObjectCategories", CALTECH256_ENV, "caltech256", "Caltech-256 category folders")
-    cats = sorted(p.name for p in folder.iterdir() if p.is_dir() and p.name[:3].isdigit() and p.name[3:4] == ".")
+    cats = categories(folder)
     if drop_clutter: cats = [c for c in cats if c.split(".", 1)[1] != "clutter"]
     files, labels = [], []
     for i, c in enumerate(cats):

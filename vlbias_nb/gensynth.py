@@ -357,7 +357,8 @@ def load_image_embedder(name: str, device: str = "auto", seed: int = 0):
     return load_model(name, device=dev, seed=seed)
 
 # %% ../nbs/21_gensynth.ipynb #5a9766e4
-FAIRFACE_ADULT_AGES = ("20-29", "30-39", "40-49", "50-59", "60-69", "more than 70")   # FairFace age bins > 19
+from .face_datasets import FAIRFACE_AGES
+FAIRFACE_ADULT_AGES = tuple(FAIRFACE_AGES[FAIRFACE_AGES.index("20-29"):])   # FairFace age bins > 19
 
 def haar_face_detector(min_size: int = 12) -> Callable:
     "OpenCV's Haar frontal-face cascade: a function image -> (n, 4) array of x, y, w, h face boxes."

@@ -20,8 +20,8 @@ from .paths import MissingDataError, project_root
 __all__ = ['FAMILIES', 'HF_MODEL_CLASSES', 'HF_MODEL_TYPES', 'ALIP_URL', 'MODEL_REGISTRY', 'OPENAI_CLIP_ALIASES', 'MODELS_ENV',
            'ALLOW_DOWNLOAD_ENV', 'TINY_CLIP_ARCH', 'TINY_CLIP_CONFIG', 'DTYPES', 'TINY_VOCAB', 'UnknownModelError',
            'MissingWeightsError', 'ModelSpec', 'list_models', 'resolve_model', 'models_dir', 'open_clip_weight_sources',
-           'locate_weights', 'hub_endpoint', 'host_reachable', 'downloads_allowed', 'missing_weights_message',
-           'ensure_weights', 'checkpoint_target', 'download_checkpoint', 'register_tiny_clip_config', 'seeded',
+           'checkpoint_target', 'locate_weights', 'hub_endpoint', 'host_reachable', 'downloads_allowed',
+           'missing_weights_message', 'ensure_weights', 'download_checkpoint', 'register_tiny_clip_config', 'seeded',
            'as_dtype', 'as_device', 'to_pil', 'l2_normalize', 'VisionLanguageModel', 'weights_fingerprint',
            'OpenClipModel', 'HFModel', 'tiny_tokenizer', 'tiny_image_processor', 'tiny_hf_config', 'tiny_hf_model',
            'load_model']
@@ -194,12 +194,16 @@ def _hf_dir_complete(d: Path) -> bool:
     return (d / "config.json").exists() and any((d / f).exists() for f in (
         "model.safetensors", "pytorch_model.bin", "model.safetensors.index.json", "pytorch_model.bin.index.json"))
 
+def checkpoint_target(spec: ModelSpec) -> Path:
+    "Where a local-checkpoint entry's file is looked for and downloaded to: `$<checkpoint_env>`, else under `models_dir()`."
+    env = os.environ.get(spec.checkpoint_env) if spec.checkpoint_env else None
+    return Path(env) if env else (Path(spec.checkpoint) if os.path.isabs(spec.checkpoint) else models_dir() / spec.checkpoint)
+
 def locate_weights(spec: ModelSpec, cache_dir: str | None = None) -> str | None:
     "The local file or folder holding `spec`'s weights, or None when they are not on this machine (no network used)."
     if spec.random_init: return "random"
     if spec.checkpoint:
-        env = os.environ.get(spec.checkpoint_env) if spec.checkpoint_env else None
-        p = Path(env) if env else (Path(spec.checkpoint) if os.path.isabs(spec.checkpoint) else models_dir() / spec.checkpoint)
+        p = checkpoint_target(spec)
         return str(p) if p.is_file() else None
     if spec.family == "open_clip" and spec.tag:
         src = open_clip_weight_sources(spec.arch, spec.tag)
@@ -306,11 +310,6 @@ def ensure_weights(spec: ModelSpec, allow_download: bool | None = None, cache_di
     if urlparse(host).scheme != "file" and not host_reachable(host):
         raise MissingWeightsError(missing_weights_message(spec, f"the download host {urlparse(host).hostname} cannot be reached (no internet?)"))
     return download_checkpoint(spec) if spec.checkpoint else None
-
-def checkpoint_target(spec: ModelSpec) -> Path:
-    "Where a local-checkpoint entry's file is looked for and downloaded to: `$<checkpoint_env>`, else under `models_dir()`."
-    env = os.environ.get(spec.checkpoint_env) if spec.checkpoint_env else None
-    return Path(env) if env else (Path(spec.checkpoint) if os.path.isabs(spec.checkpoint) else models_dir() / spec.checkpoint)
 
 def download_checkpoint(spec: ModelSpec) -> str:
     """Fetch `spec.url` to `checkpoint_target(spec)` (atomically) and return its path; an HTML answer (Google Drive's

@@ -338,6 +338,5 @@ def generate(name: str, profile: str = "smoke", overrides: dict | None = None, g
     return getattr(importlib.import_module(mod), fn)(params, progress=progress)
 
 # %% ../nbs/10_runner.ipynb #6a25e280
-#| eval: false
-if __name__ == "__main__" and "ipykernel" not in sys.modules:   # `python -m vlbias_nb.runner ...`, as accelerate launch -m runs it
+if __name__ == "__main__" and Path(sys.argv[0]).stem == "runner":   # `python -m vlbias_nb.runner ...` (as `accelerate launch -m` runs it), not a notebook kernel
     sys.exit(main())
