@@ -1,9 +1,10 @@
 """How robust is the prompt-array smoke known answer to the seed and the CPU thread count?
 
 Runs the analysis notebook `nbs/analyses/07_prompt_array.ipynb` (smoke profile, planted data) up to and including the
-debiasing cell, once per seed, each in its own process with the given number of threads, and checks the notebook's
-known answer on the result: MaxSkew and NDKL (all test prompts and the held-out ones) at most half of the fitted
-model's, and held-out R@1 at least 80 % of it. Prints one row per seed; the last line is the count of seeds meeting it.
+known-answer cell (the one asserting it), once per seed, each in its own process with the given number of threads: the
+known answer is the notebook's own assertions (MaxSkew and NDKL, all test prompts and the held-out ones, at most half of
+the fitted model's; held-out R@1 at least 80 % of it). Prints one row per seed; the last line is the count of seeds
+meeting it.
 
     python benchmarks/bench_prompt_array_seeds.py --seeds 0 1 2 3 4 5 --threads 1
 """
@@ -11,7 +12,7 @@ import argparse, json, os, subprocess, sys
 from pathlib import Path
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "nbs" / "analyses" / "07_prompt_array.ipynb"
-LAST_CELL = "res = train_run(vlm, train_faces, debias_config()"      # the debiasing cell: `before` and `after` exist after it
+CHECK_CELL = 'print("known answer met'      # the cell asserting the known answer (after the debiasing cell)
 
 WORKER = r"""
 import json, sys, torch
@@ -20,17 +21,16 @@ cells = [''.join(c['source']) for c in json.load(open(sys.argv[1]))['cells'] if 
 ns = {'display': lambda *a, **k: None}
 exec(cells[0], ns)                                   # the parameters cell
 ns.update(seed=int(sys.argv[3]), out_dir=sys.argv[4])
+ok = None
 for src in cells[1:]:
-    exec(src, ns)
-    if sys.argv[5] in src: break
+    if sys.argv[5] not in src: exec(src, ns); continue
+    try: exec(src, ns); ok = True
+    except AssertionError: ok = False
+    break
+if ok is None: sys.exit(f"no cell of {sys.argv[1]} contains {sys.argv[5]!r}")
 b, a, res = ns['before'], ns['after'], ns['res']
-print(json.dumps({'before': b, 'after': a, 'kept_step': res.best_step}))
+print(json.dumps({'before': b, 'after': a, 'kept_step': res.best_step, 'ok': ok}))
 """
-
-def known_answer(b: dict, a: dict) -> bool:
-    "The notebook's known-answer check (its assertions after the debiasing cell)."
-    return (a["maxskew"] <= 0.5 * b["maxskew"] and a["ndkl"] <= 0.5 * b["ndkl"]
-            and a["maxskew_heldout_prompts"] <= 0.5 * b["maxskew_heldout_prompts"] and a["R@1"] >= 0.8 * b["R@1"])
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -42,11 +42,11 @@ def main():
     met = 0
     for s in args.seeds:
         out = Path(args.out) / f"seed{s}"; out.mkdir(parents=True, exist_ok=True)
-        r = subprocess.run([sys.executable, "-c", WORKER, str(NOTEBOOK), str(args.threads), str(s), str(out), LAST_CELL],
+        r = subprocess.run([sys.executable, "-c", WORKER, str(NOTEBOOK), str(args.threads), str(s), str(out), CHECK_CELL],
                            env=env, capture_output=True, text=True, cwd=str(NOTEBOOK.parent))
         if r.returncode != 0: sys.exit(f"seed {s} failed:\n{r.stderr[-3000:]}")
         d = json.loads(r.stdout.strip().splitlines()[-1]); b, a = d["before"], d["after"]
-        ok = known_answer(b, a); met += ok
+        ok = d["ok"]; met += ok
         print(f"seed {s}: MaxSkew {b['maxskew']:.3f} -> {a['maxskew']:.3f} ({100 * a['maxskew'] / b['maxskew']:.0f} %), "
               f"NDKL {b['ndkl']:.3f} -> {a['ndkl']:.3f} ({100 * a['ndkl'] / b['ndkl']:.0f} %), "
               f"R@1 {b['R@1']:.3f} -> {a['R@1']:.3f} ({100 * a['R@1'] / b['R@1']:.0f} % kept), kept step {d['kept_step']}: "
