@@ -3,8 +3,8 @@
 Runs the analysis notebook `nbs/analyses/07_prompt_array.ipynb` (smoke profile, planted data) up to and including the
 known-answer cell (the one asserting it), once per seed, each in its own process with the given number of threads: the
 known answer is the notebook's own assertions (MaxSkew and NDKL, all test prompts and the held-out ones, at most half of
-the fitted model's; held-out R@1 at least 80 % of it). Prints one row per seed; the last line is the count of seeds
-meeting it.
+the fitted model's; the held-out downstream score, image->text R@1, at least 80 % of it). Prints one row per seed;
+the last line is the count of seeds meeting it.
 
     python benchmarks/bench_prompt_array_seeds.py --seeds 0 1 2 3 4 5 --threads 1
 """
@@ -29,7 +29,7 @@ for src in cells[1:]:
     break
 if ok is None: sys.exit(f"no cell of {sys.argv[1]} contains {sys.argv[5]!r}")
 b, a, res = ns['before'], ns['after'], ns['res']
-print(json.dumps({'before': b, 'after': a, 'kept_step': res.best_step, 'ok': ok}))
+print(json.dumps({'before': b, 'after': a, 'kept_step': res.best_step, 'ok': ok, 'down_key': ns['down_key']}))
 """
 
 def main():
@@ -46,10 +46,10 @@ def main():
                            env=env, capture_output=True, text=True, cwd=str(NOTEBOOK.parent))
         if r.returncode != 0: sys.exit(f"seed {s} failed:\n{r.stderr[-3000:]}")
         d = json.loads(r.stdout.strip().splitlines()[-1]); b, a = d["before"], d["after"]
-        ok = d["ok"]; met += ok
+        ok, dk = d["ok"], d["down_key"]; met += ok
         print(f"seed {s}: MaxSkew {b['maxskew']:.3f} -> {a['maxskew']:.3f} ({100 * a['maxskew'] / b['maxskew']:.0f} %), "
               f"NDKL {b['ndkl']:.3f} -> {a['ndkl']:.3f} ({100 * a['ndkl'] / b['ndkl']:.0f} %), "
-              f"R@1 {b['R@1']:.3f} -> {a['R@1']:.3f} ({100 * a['R@1'] / b['R@1']:.0f} % kept), kept step {d['kept_step']}: "
+              f"{dk} {b[dk]:.3f} -> {a[dk]:.3f} ({100 * a[dk] / b[dk]:.0f} % kept), kept step {d['kept_step']}: "
               f"{'meets' if ok else 'MISSES'} the known answer", flush=True)
     print(f"known answer met on {met} of {len(args.seeds)} seeds ({args.threads} thread(s)): {met} seeds")
 

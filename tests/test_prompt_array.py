@@ -366,6 +366,17 @@ def test_schedule_warmup_then_alternating_ten(tiny):
     assert r.history.phase.tolist() == ["warmup"] * 9 + (["adversary"] * 3 + ["model"] * 3) * 2
     assert not r.stopped_early and r.best_step == 6
 
+def test_adam_beta1_reaches_both_optimisers(tiny):
+    """`adam_beta1` is Adam's β1 of the tokens and of the adversary: the same β1 gives the same run, another β1 other
+    tokens and, from the adversary's second batch on, other adversary losses (Adam's first step, g/|g|, ignores β1)."""
+    from vlbias_nb.prompt_array import train_debias
+    px, a = _sched_data()
+    run = lambda b1: train_debias(copy.deepcopy(tiny), px, a, config=_sched_cfg(n_model_steps=5, adam_beta1=b1), progress=False)
+    r9, r9b, r5 = run(0.9), run(0.9), run(0.5)
+    assert torch.equal(r9.prompt.embeds, r9b.prompt.embeds)
+    assert not torch.allclose(r9.prompt.embeds, r5.prompt.embeds)
+    assert r9.history.adv_loss[0] == r5.history.adv_loss[0] and r9.history.adv_loss[2] != r5.history.adv_loss[2]
+
 def _falling(scores, seen):
     "Evaluation callback whose downstream score is `scores[i]` at its i-th call; records the tokens it saw."
     def evaluate(m):

@@ -52,7 +52,7 @@ PROFILES = {
             },
             "prompt_array": {
                 "bias_model": "ViT-B-16/openai", "fit_planted": False, "n_real_images": 0, "n_downstream_images": 0,
-                "k_skew": 1000, "lr_model": 2e-5, "lr_adversary": 2e-4, "adv_warmup_epochs": 2, "itc_lambda": 0.05,
+                "k_skew": 1000, "lr_model": 2e-5, "lr_adversary": 2e-4, "adam_beta1": 0.9, "adv_warmup_epochs": 2, "itc_lambda": 0.05,
                 "itc_batch_size": 256, "objective": "max_ce", "train_all_templates": False,
                 "clip_clip_m": [490, 400, 256], "weat_n_perm": 10000,
                 "fig2_itc_lambdas": [0.0001, 0.001, 0.01, 0.1], "ablation_steps": 1000,

@@ -31,7 +31,8 @@ __all__ = ['TRAIN_TEMPLATES', 'TRAIN_CONCEPTS', 'TEST_TEMPLATES', 'TEST_CONCEPTS
            'attach_debias_tokens', 'load_debiased_model', 'parse_debias_name', 'released_tokens_file',
            'read_released_tokens', 'attach_released_tokens', 'image_features_of', 'itc_pairs_of', 'LazyPixels',
            'train_debias_on_faces', 'draw_shape', 'make_planted_pairs', 'planted_common_groups',
-           'planted_concept_groups', 'planted_face_captions', 'pixels_of', 'fit_clip_on_pairs', 'text_to_image_recall']
+           'planted_concept_groups', 'planted_face_captions', 'pixels_of', 'fit_clip_on_pairs', 'text_to_image_recall',
+           'image_to_text_recall']
 
 # %% ../nbs/17_prompt_array.ipynb #e4b91637
 TRAIN_TEMPLATES = ["A photo of a {} person"]
@@ -312,6 +313,8 @@ class DebiasConfig:
     objective: str = "max_ce"        # "max_ce" (paper eq. 3) or "confusion" (see model_step)
     keep_best: bool = False          # restore the tokens with the lowest `selection` score returned by `evaluate`
     seed: int = 0
+    adam_beta1: float = 0.9          # Adam's β1, both optimisers (the paper's Adam defaults); 0.5, as in GAN training
+                                     # (Radford et al. 2016), damps the momentum that carries the game past its balance
 
 @dataclass
 class DebiasResult:
@@ -378,9 +381,9 @@ def train_debias(vlm, face_pixels: torch.Tensor | None, face_attrs, itc_pixels: 
     if (codes < 0).any(): raise ValueError("face_attrs has undefined labels; drop those images first")
     codes = torch.as_tensor(codes, device=vlm.device)
     adversary = Adversary(len(prompts), len(values), c.adv_hidden).to(vlm.device)
-    opt_adv = torch.optim.Adam(adversary.parameters(), c.lr_adversary)
+    opt_adv = torch.optim.Adam(adversary.parameters(), c.lr_adversary, betas=(c.adam_beta1, 0.999))
     trained = ([prompt.embeds] if prompt.n_tokens else []) + params
-    opt_model = torch.optim.Adam(trained, c.lr_model)
+    opt_model = torch.optim.Adam(trained, c.lr_model, betas=(c.adam_beta1, 0.999))
     trainable = image_tower_trainable(model)
     if trainable and (face_features is not None or itc_features is not None):
         raise ValueError(f"face_features / itc_features were given, but target {c.target!r} trains the image tower "
@@ -740,3 +743,10 @@ def text_to_image_recall(text_emb, image_emb, texts: Sequence[str], k: int = 5) 
     rel = uniq[:, None] == texts[None]
     S = np.asarray(text_emb)[first] @ np.asarray(image_emb).T
     return float(recall_at_k(S, rel, k).mean())
+
+def image_to_text_recall(text_emb, image_emb, texts: Sequence[str], k: int = 1) -> float:
+    """Mean image-to-text Recall@k of held-out pairs against their distinct `texts` (`text_emb`: one row per pair, as
+    for `text_to_image_recall`): at k = 1 the zero-shot classification accuracy over the captions, one query per image."""
+    texts = np.asarray(list(texts)); uniq, first = np.unique(texts, return_index=True)
+    S = np.asarray(image_emb) @ np.asarray(text_emb)[first].T
+    return float(recall_at_k(S, texts[:, None] == uniq[None], k).mean())
