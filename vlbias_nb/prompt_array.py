@@ -737,16 +737,19 @@ def fit_clip_on_pairs(vlm, pixels: torch.Tensor, texts: Sequence[str], n_steps: 
     for p in m.parameters(): p.requires_grad_(False)
     return losses
 
+def _distinct_text_scores(text_emb, image_emb, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Held-out pairs (`text_emb`, `image_emb`: one row per pair): similarities `(distinct texts, images)` and which
+    images each distinct text is paired with (the relevance of both retrieval directions)."""
+    texts = np.asarray(list(texts)); uniq, first = np.unique(texts, return_index=True)
+    return np.asarray(text_emb)[first] @ np.asarray(image_emb).T, uniq[:, None] == texts[None]
+
 def text_to_image_recall(text_emb, image_emb, texts: Sequence[str], k: int = 5) -> float:
     "Mean text-to-image Recall@k over the distinct `texts` of held-out pairs; relevant = images paired with that text."
-    texts = np.asarray(list(texts)); uniq, first = np.unique(texts, return_index=True)
-    rel = uniq[:, None] == texts[None]
-    S = np.asarray(text_emb)[first] @ np.asarray(image_emb).T
+    S, rel = _distinct_text_scores(text_emb, image_emb, texts)
     return float(recall_at_k(S, rel, k).mean())
 
 def image_to_text_recall(text_emb, image_emb, texts: Sequence[str], k: int = 1) -> float:
-    """Mean image-to-text Recall@k of held-out pairs against their distinct `texts` (`text_emb`: one row per pair, as
-    for `text_to_image_recall`): at k = 1 the zero-shot classification accuracy over the captions, one query per image."""
-    texts = np.asarray(list(texts)); uniq, first = np.unique(texts, return_index=True)
-    S = np.asarray(image_emb) @ np.asarray(text_emb)[first].T
-    return float(recall_at_k(S, texts[:, None] == uniq[None], k).mean())
+    """Mean image-to-text Recall@k of held-out pairs against their distinct `texts`: at k = 1 the zero-shot
+    classification accuracy over the captions, one query per image."""
+    S, rel = _distinct_text_scores(text_emb, image_emb, texts)
+    return float(recall_at_k(S.T, rel.T, k).mean())
