@@ -1,7 +1,8 @@
 """How robust is the prompt-array smoke known answer to the seed and the CPU thread count?
 
 Runs the analysis notebook `nbs/analyses/07_prompt_array.ipynb` (smoke profile, planted data) up to and including the
-known-answer cell (the one asserting it), once per seed, each in its own process with the given number of threads: the
+known-answer cell (the one asserting it), once per seed, each in its own process with the given number of threads
+(the notebook's `n_threads`; its default, 1, gives the published tables): the
 known answer is the notebook's own assertions (MaxSkew and NDKL, all test prompts and the held-out ones, at most half of
 the fitted model's; the held-out downstream score, image->text R@1, at least 80 % of it). Prints one row per seed;
 the last line is the count of seeds meeting it.
@@ -20,7 +21,7 @@ torch.set_num_threads(int(sys.argv[2]))
 cells = [''.join(c['source']) for c in json.load(open(sys.argv[1]))['cells'] if c['cell_type'] == 'code']
 ns = {'display': lambda *a, **k: None}
 exec(cells[0], ns)                                   # the parameters cell
-ns.update(seed=int(sys.argv[3]), out_dir=sys.argv[4])
+ns.update(seed=int(sys.argv[3]), out_dir=sys.argv[4], n_threads=int(sys.argv[2]))   # as papermill would set them
 ok = None
 for src in cells[1:]:
     if sys.argv[5] not in src: exec(src, ns); continue

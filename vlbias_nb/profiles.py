@@ -57,7 +57,7 @@ PROFILES = {
                 "clip_clip_m": [490, 400, 256], "weat_n_perm": 10000,
                 "fig2_itc_lambdas": [0.0001, 0.001, 0.01, 0.1], "ablation_steps": 1000,
                 "fairface_root": "auto", "utkface_root": "auto", "flickr30k_root": "auto", "imagenet_root": "auto",
-                "cifar100_root": "auto",
+                "cifar100_root": "auto", "n_threads": 0,
             },
             "lic": {"n_runs": 10, "human_captions_per_image": 5, "lstm_epochs": 20, "lstm_lr": 5e-5,
                     "lstm_hidden_dim": 256, "bert": "bert-base-uncased", "bert_runs": 10, "bert_ft_epochs": 5,
