@@ -16,8 +16,7 @@ NOTEBOOK = Path(__file__).resolve().parents[1] / "nbs" / "analyses" / "07_prompt
 CHECK_CELL = 'print("known answer met'      # the cell asserting the known answer (after the debiasing cell)
 
 WORKER = r"""
-import json, sys, torch
-torch.set_num_threads(int(sys.argv[2]))
+import json, sys
 cells = [''.join(c['source']) for c in json.load(open(sys.argv[1]))['cells'] if c['cell_type'] == 'code']
 ns = {'display': lambda *a, **k: None}
 exec(cells[0], ns)                                   # the parameters cell
