@@ -217,9 +217,12 @@ def figures_dir() -> Path:
     "The published figures folder of the site."
     return project_root() / "figures"
 
-def publish_outputs(run_dir, dest=None) -> list[Path]:
+def publish_outputs(run_dir, dest=None, notebook=None) -> list[Path]:
     """Make `figures/<name>/` the figures and tables of one notebook's run folder: copies them, then removes published
-    files that this run did not write (outputs an earlier version of the notebook named otherwise); returns the copies."""
+    files that this run did not write (outputs an earlier version of the notebook named otherwise); returns the copies.
+    With `notebook` (the analysis notebook that ran), its page on the site gets the run's outputs too
+    (`vlbias_nb.site.publish_notebook`)."""
+    from vlbias_nb.site import publish_notebook
     run_dir = Path(run_dir); dest = Path(dest) if dest else figures_dir() / run_dir.name
     copied = []
     for sub in ("figures", "tables"):
@@ -229,6 +232,7 @@ def publish_outputs(run_dir, dest=None) -> list[Path]:
             shutil.copy2(f, target); copied.append(target)
     if copied:                                       # never empty a published folder from a run that wrote nothing
         for stale in set(p for p in dest.iterdir() if p.is_file()) - set(copied): stale.unlink()
+    if notebook is not None: publish_notebook(run_dir, notebook, figures_dest=dest)
     return copied
 
 # %% ../nbs/10_runner.ipynb #19bb03b3
@@ -248,7 +252,10 @@ def reproduce(profile: str = "smoke", only=None, out_root=None, publish: bool = 
         bar.set_postfix_str(n)
         ov = {k: v for k, v in (overrides or {}).items() if k in notebook_parameters(p)}
         done[n] = run_notebook(p, profile, ov, out_root, resume=resume, progress=progress)
-        if publish: publish_outputs(done[n])
+        if publish: publish_outputs(done[n], notebook=p)
+    if publish and done:
+        from vlbias_nb.site import publish_home
+        publish_home()
     return done
 
 # %% ../nbs/10_runner.ipynb #6f3b84f2
@@ -310,7 +317,9 @@ def main(argv=None) -> int:
             nbs = analysis_notebooks()
             if args.name not in nbs: raise KeyError(f"Unknown notebook {args.name!r}; known: {list(nbs)}.")
             done = {args.name: run_notebook(nbs[args.name], args.profile, dict(args.parameter), args.out)}
-            if args.publish: publish_outputs(done[args.name])
+            if args.publish:
+                from vlbias_nb.site import publish_home
+                publish_outputs(done[args.name], notebook=nbs[args.name]); publish_home()
         for n, d in done.items(): print(f"{n}: {d}")
         return 0
     except (ParameterError, NotebookFailed, KeyError, ValueError, FileNotFoundError) as e:
