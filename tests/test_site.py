@@ -23,7 +23,7 @@ def _output_texts(o):
     for k, v in o.get("data", {}).items():
         if k.startswith("text/") or k == "application/json": yield v if isinstance(v, str) else "".join(v) if isinstance(v, list) else json.dumps(v)
 
-def _has_figure(o): return "image/png" in o.get("data", {}) or "<img" in "".join(_output_texts(o))
+def _has_figure(o): return any(k.startswith("image/") for k in o.get("data", {})) or "<img" in "".join(_output_texts(o))
 def _has_table(o): return "<table" in "".join(v if isinstance(v, str) else "".join(v) for k, v in o.get("data", {}).items() if k == "text/html")
 
 @pytest.fixture(scope="module")
