@@ -42,13 +42,13 @@ def _sha256(p): return hashlib.sha256(Path(p).read_bytes()).hexdigest()
 def test_two_runs_into_one_folder_wait_for_each_other_and_never_mix(tmp_path):
     "Case 1: the second run waits (naming the first), then replaces it whole; both exit 0; record and notebook agree."
     out = tmp_path / "out"
-    cmd = [*CLI, "run", "coco_gender_labels", "--out", str(out), "-p", "n_planted_images", "120"]
-    a = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    cmd = [*CLI, "run", "coco_gender_labels", "--out", str(out), "-p", "n_planted_images"]
+    a = subprocess.Popen(cmd + ["200000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)   # a run of ~30 s
     holder = out / ".locks" / "coco_gender_labels.holder.json"
     try: _wait_for(lambda: holder.exists() or a.poll() is not None, what="the first run to take the folder's lock")
     except AssertionError: a.kill(); raise
     assert a.poll() is None, "the first run should be running, holding the folder's lock"
-    b = subprocess.Popen(cmd + ["-p", "seed", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    b = subprocess.Popen(cmd + ["120", "-p", "seed", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     (_, ea), (_, eb) = a.communicate(timeout=600), b.communicate(timeout=600)
     assert a.returncode == 0, ea[-2000:]
     assert b.returncode == 0, eb[-2000:]
@@ -264,6 +264,23 @@ def test_parse_errors_name_the_file_and_line(tmp_path, monkeypatch):
     f = tmp_path / "captions.json"
     f.write_bytes('{"images": [{"id": 1, "file_name": "a.jpg"}],\n "annotations": [{"image_id": 1, "caption": "caf\u00e9"}]}'.encode("latin-1"))
     with pytest.raises(ValueError, match=rf"{f} is not UTF-8 text \(line 2"): load_coco_captions(f)
+
+def test_other_loaders_name_the_file_too(tmp_path):
+    "Case 5: the data-set loaders a full-profile run reads name the file of a parse error as well."
+    from vlbias_nb.face_datasets import load_fairface
+    from vlbias_nb.intersectional_probing import load_pata
+    from vlbias_nb.captioning_bias import load_attribute_annotations, load_generated_captions
+    (tmp_path / "fairface_label_val.csv").write_text("file,age,gender,race\nval/1.jpg,20-29,Male,White\nval/2.jpg,20-29,Male,White,x,y\n")
+    with pytest.raises(ValueError, match=f"FairFace label file {tmp_path / 'fairface_label_val.csv'} cannot be read as CSV"):
+        load_fairface("val", tmp_path)
+    (tmp_path / "pata_fairness.files.lst").write_bytes("office_white_male_adult|http://x\n".encode() + b"\xff\xfe\n")
+    with pytest.raises(ValueError, match=rf"PATA file list {tmp_path / 'pata_fairness.files.lst'} is not UTF-8 text \(line 2"):
+        load_pata(tmp_path)
+    (tmp_path / "attrs.csv").write_bytes(b"id,bb_gender\n1,Male\n2,caf\xe9\n")
+    with pytest.raises(ValueError, match=rf"{tmp_path / 'attrs.csv'} is not UTF-8 text \(line 3"): load_attribute_annotations(tmp_path / "attrs.csv")
+    (tmp_path / "results.json").write_text('[{"image_id": 1, "caption": "a man"},')
+    with pytest.raises(ValueError, match=rf"Generated-captions file {tmp_path / 'results.json'} is not valid JSON \(line 1"):
+        load_generated_captions(tmp_path / "results.json")
 
 # --- 6. environment errors -------------------------------------------------------------------------------------------
 

@@ -11,9 +11,9 @@ from contextlib import contextmanager
 # %% auto #0
 __all__ = ['DATA_ENV', 'INPUT_LOG_ENV', 'DATASET_ENVS', 'GENERATED_ENV', 'MissingDataError', 'record_input', 'project_root',
            'data_root', 'shared_path', 'has_shared', 'dataset_folder', 'resolve_data_root', 'InputFormatError',
-           'read_text_input', 'read_json_input', 'read_jsonl_input', 'current_umask', 'process_tag', 'atomic_path',
-           'write_text_atomic', 'write_json_atomic', 'stale_part_files', 'default_out_dir', 'save_table', 'save_figure',
-           'generation_folder']
+           'read_text_input', 'read_json_input', 'read_jsonl_input', 'read_csv_input', 'current_umask', 'process_tag',
+           'atomic_path', 'write_text_atomic', 'write_json_atomic', 'stale_part_files', 'default_out_dir', 'save_table',
+           'save_figure', 'generation_folder']
 
 # %% ../nbs/00_paths.ipynb #9d5b375b
 DATA_ENV = "VLBIAS_DATA"
@@ -124,6 +124,17 @@ def read_jsonl_input(path: str | os.PathLike, what: str = "Input file") -> list[
         if not isinstance(obj, dict): raise InputFormatError(f"{what} {path}, line {n}: expected a JSON object, got {type(obj).__name__}.")
         out.append((n, obj))
     return out
+
+def read_csv_input(path: str | os.PathLike, what: str = "Input file", **read_csv_kw):
+    "`pandas.read_csv` of `path`; a malformed file, or one that is not UTF-8, raises `InputFormatError` naming it (and the line)."
+    import pandas as pd
+    path = Path(path)
+    try: return pd.read_csv(path, **read_csv_kw)
+    except UnicodeDecodeError: read_text_input(path, what); raise          # names the line of the first bad byte
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as e:
+        kind = "TSV" if read_csv_kw.get("sep") == "\t" else "CSV"
+        raise InputFormatError(f"{what} {path} cannot be read as {kind}: {str(e).strip().splitlines()[-1]}; check the file "
+                               f"or re-download it.") from None
 
 # %% ../nbs/00_paths.ipynb #29591884
 def current_umask() -> int:

@@ -507,7 +507,9 @@ def read_debias_tokens(path) -> dict:
     "The saved payload; raises a clear error for a missing or foreign file."
     p = Path(path)
     if not p.is_file(): raise FileNotFoundError(f"Debias token file {p} does not exist")
-    d = torch.load(p, map_location="cpu", weights_only=False)
+    try: d = torch.load(p, map_location="cpu", weights_only=False)
+    except Exception as e:                                  # truncated, or not a torch file at all
+        raise ValueError(f"{p} cannot be read as a debias token file ({type(e).__name__}: {str(e).splitlines()[0][:120]})") from None
     if not isinstance(d, dict) or d.get("format") != TOKENS_FORMAT:
         raise ValueError(f"{p} is not a debias token file (format {TOKENS_FORMAT!r})")
     return d

@@ -586,7 +586,8 @@ def run_record(path, profile: str, params: dict, checks: list, sources: set, exe
     weights = weights_record(checks)
     commit, dirty = git_state()
     return {**key, "seconds": seconds, "finished": time.strftime("%Y-%m-%dT%H:%M:%S"), "git_commit": commit, "git_dirty": dirty,
-            "versions": library_versions(), "device": device_record(params), "inputs": inputs, "weights": weights,
+            "versions": library_versions(), "inputs": inputs,
+            "device": device_record({**{k: p.default for k, p in notebook_parameters(path).items()}, **params}), "weights": weights,
             "fingerprint": run_fingerprint(key, inputs, weights), "warnings": list(warnings), "host": socket.gethostname(),
             "executed_notebook_sha256": file_sha256(executed_nb) if executed_nb else None, "log": "run.log"}
 
@@ -734,6 +735,13 @@ def _environ(values: dict):
             if v is None: os.environ.pop(k, None)
             else: os.environ[k] = v
 
+def _kernel_manager_class(log_file):
+    "A jupyter kernel manager whose kernel writes its own stdout and stderr (its warnings, crash reports) to `log_file`."
+    from jupyter_client.manager import AsyncKernelManager
+    class KernelOutputToLog(AsyncKernelManager):
+        async def start_kernel(self, **kw): return await super().start_kernel(**{"stdout": log_file, "stderr": log_file, **kw})
+    return KernelOutputToLog
+
 _ENV_ERRORS = ("[Errno 28]", "[Errno 122]", "[Errno 13]", "[Errno 30]", "database or disk is full")
 
 def _fix_out_dir_refs(path: Path, staging: Path, final: Path):
@@ -787,7 +795,8 @@ def run_notebook(path, profile: str = "smoke", overrides: dict | None = None, ou
         try:
             with _environ(env):
                 pm.execute_notebook(str(path), str(out_nb), parameters=injected, progress_bar=progress, cwd=str(path.parent),
-                                    kernel_name=kernel_name, log_output=False, stdout_file=log, stderr_file=log)
+                                    kernel_name=kernel_name, log_output=False, stdout_file=log, stderr_file=log,
+                                    kernel_manager_class=_kernel_manager_class(log.f))
         except PapermillExecutionError as e:
             log.close()
             kept = _keep_failed(staging, failed)
