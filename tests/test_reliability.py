@@ -106,11 +106,11 @@ def test_a_missing_path_is_refused_before_anything_runs(tmp_path, capsys, monkey
 
 def test_an_empty_path_asks_for_the_planted_data(tmp_path):
     "Case 2: '' (asked for) is the planted data, not an error; the check says the input is not read."
-    prep = prepare_run(NOTEBOOKS["coco_gender_labels"], "smoke", {"coco_captions": ""})
-    assert [(c.parameter, c.status) for c in prep.checks] == [("coco_captions", "skipped")]
     d = run_notebook(NOTEBOOKS["coco_gender_labels"], overrides={"coco_captions": "", "n_planted_images": 60},
                      out_root=tmp_path, progress=False, html=False)
     assert (d / "tables/planted_label_recovery.csv").exists() and not (d / "tables/coco_val_gender_labels.csv").exists()
+    prep = prepare_run(NOTEBOOKS["coco_gender_labels"], "smoke", {"coco_captions": ""})
+    assert [(c.parameter, c.status) for c in prep.checks] == [("coco_captions", "skipped")]
 
 def test_coco_source_available_refuses_a_given_missing_path(tmp_path):
     "Case 2, in the library (a notebook run by hand): a given local path that is missing is an error, not planted data."
@@ -481,8 +481,8 @@ def test_files_are_created_with_the_users_umask(demo, tmp_path):
         run_generation(ITEMS[:2], _noise, tmp_path / "gen", batch_size=2, shard=0, n_shards=1, progress=False)
     finally: os.umask(old)
     files = [*(p for p in d.rglob("*") if p.is_file()), *pub, *(tmp_path / "gen/images").glob("*.png")]
-    assert {p.name for p in files} >= {"run.json", "demo.html", "demo.ipynb", "run.log", "values.csv", "k0.png"}
     assert {p: oct(p.stat().st_mode & 0o777) for p in files} == {p: oct(0o640) for p in files}
+    assert {p.name for p in files} >= {"run.json", "demo.html", "demo.ipynb", "run.log", "values.csv", "k0.png"}
 
 # --- the run log -------------------------------------------------------------------------------------------------------
 

@@ -776,7 +776,7 @@ def run_notebook(path, profile: str = "smoke", overrides: dict | None = None, ou
     prep = prepare_run(path, profile, params)                    # inputs and models: nothing is touched before this
     for w in prep.warnings: _say(f"warning: {w}")
     check_output_folder(out_root)
-    describe = dict(notebook=name, profile=profile, parameters=_jsonable(overrides or {}), command=" ".join(sys.argv[:1] + sys.argv[1:]))
+    describe = dict(notebook=name, profile=profile, parameters=_jsonable(overrides or {}), command=" ".join(sys.argv))
     with output_lock(final, wait=wait, timeout=lock_timeout, describe=describe, say=_say):
         _recover_replace(final)
         if resume and _up_to_date(path, final, profile, prep):
@@ -843,6 +843,10 @@ def run_notebook(path, profile: str = "smoke", overrides: dict | None = None, ou
                    f"last good run in {final} is untouched.")
             if isinstance(e, KeyboardInterrupt): raise RunInterrupted(msg) from None
             raise RunEnvironmentError(msg) from None
+        except Exception as e:                             # a bug while finishing: the notebook is kept all the same
+            log.close(); kept = _keep_failed(staging, failed)
+            raise NotebookFailed(f"Notebook {name!r} ran, but finishing its run failed ({type(e).__name__}: {e}); the "
+                                 f"executed notebook is kept at {kept / out_nb.name}; the last good run in {final} is untouched.") from e
         if publish: publish_outputs(final)
     return final
 
