@@ -62,8 +62,8 @@ def load_generated_captions(path) -> dict:
     non-string captions or an image id listed twice."""
     path = Path(path)
     if not path.exists(): raise MissingDataError(f"Generated-captions file {path} does not exist.")
-    try: d = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e: raise ValueError(f"{path} is not valid JSON (line {e.lineno}: {e.msg}).") from None
+    from vlbias_nb.paths import read_json_input
+    d = read_json_input(path, "Generated-captions file")
     if isinstance(d, dict) and "annotations" in d: d = d["annotations"]     # a COCO captions file used as results
     if not isinstance(d, list):
         raise ValueError(f"{path}: expected the COCO results format, a JSON list of {{\"image_id\", \"caption\"}} records.")
@@ -98,13 +98,15 @@ def load_attribute_annotations(path, attribute: str = "gender") -> dict:
     path = Path(path)
     if not path.exists(): raise MissingDataError(f"Attribute annotation file {path} does not exist.")
     if path.suffix.lower() == ".json":
-        try: d = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as e: raise ValueError(f"{path} is not valid JSON (line {e.lineno}: {e.msg}).") from None
+        from vlbias_nb.paths import read_json_input
+        d = read_json_input(path, "Attribute annotation file")
         if isinstance(d, dict) and not any(isinstance(v, (dict, list)) for v in d.values()):
             df = pd.DataFrame({"image_id": list(d), attribute: list(d.values())})
         elif isinstance(d, list): df = pd.DataFrame.from_records(d)
         else: raise ValueError(f"{path}: expected a JSON list of records or an object {{image_id: label}}.")
-    else: df = pd.read_csv(path)
+    else:
+        from vlbias_nb.paths import read_csv_input
+        df = read_csv_input(path, "Attribute annotation file")
     id_col = next((c for c in ("image_id", "id") if c in df.columns), None)
     att_col = next((c for c in ATTRIBUTE_COLUMNS[attribute] if c in df.columns), None)
     if id_col is None or att_col is None:

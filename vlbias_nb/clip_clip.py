@@ -88,8 +88,12 @@ GENSYNTH_KEPT_DIMS = "gensynth/clip_clip_m100_kept_dims.json"
 
 def reference_kept_dims(relpath: str = GENSYNTH_KEPT_DIMS) -> dict:
     "The GenSynth authors' CLIP-clip selection: dict with `kept_dims` (412 ints), `model`, `about`."
-    d = json.loads(shared_path(relpath).read_text())
-    d["kept_dims"] = [int(i) for i in d["kept_dims"]]
+    from vlbias_nb.paths import read_json_input, InputFormatError
+    p = shared_path(relpath)
+    d = read_json_input(p, "CLIP-clip kept dimensions")
+    try: d["kept_dims"] = [int(i) for i in d["kept_dims"]]
+    except (TypeError, KeyError, ValueError):
+        raise InputFormatError(f"CLIP-clip kept dimensions {p}: expected a JSON object whose 'kept_dims' is a list of integers.") from None
     return d
 
 def compare_dims(kept, reference_kept, dim: int) -> dict:

@@ -128,15 +128,14 @@ def load_released_sets(path) -> pd.DataFrame:
     `path`: a file, or `shared:REL` under VLBIAS_DATA."""
     path = shared_path(path[len("shared:"):]) if str(path).startswith("shared:") else Path(path)
     if not path.exists(): raise FileNotFoundError(f"released caption sets not found: {path}")
+    from vlbias_nb.paths import read_jsonl_input, InputFormatError
     rows = []
-    for n, line in enumerate(path.read_text().splitlines()):
-        if not line.strip(): continue
-        d = json.loads(line)
+    for line_no, d in read_jsonl_input(path, "Released caption sets"):
         if "caption" not in d or "filename" not in d:
-            raise ValueError(f"{path}: line {n + 1} lacks 'caption' or 'filename'")
+            raise InputFormatError(f"Released caption sets {path}, line {line_no}: lacks 'caption' or 'filename'.")
         outs = sorted((k for k in d if re.fullmatch(r"output_\d+", k)), key=lambda k: int(k.split("_")[1]))
         for pos, c in enumerate([d["caption"]] + [d[k] for k in outs]):
-            rows.append(dict(set_index=n, position=pos, caption=c, filename=d["filename"]))
+            rows.append(dict(set_index=line_no - 1, position=pos, caption=c, filename=d["filename"]))
     return pd.DataFrame(rows)
 
 def compare_caption_sets(generated: pd.DataFrame, released: pd.DataFrame) -> dict:

@@ -29,7 +29,8 @@ def read_coco_json(path: str | os.PathLike, required: Iterable[str] = ("images",
     if not path.exists():
         raise MissingDataError(f"COCO annotation file {path} does not exist. Check the path, or set VLBIAS_DATA / "
                                f"fetch the official annotations with `coco_annotation_file('coco2017:captions_val2017.json')`.")
-    try: d = json.loads(path.read_text(encoding="utf-8"))
+    from vlbias_nb.paths import read_text_input
+    try: d = json.loads(read_text_input(path, "COCO annotation file"))
     except json.JSONDecodeError as e:
         raise CocoFormatError(f"{path} is not valid JSON (line {e.lineno}, column {e.colno}: {e.msg}); the file is "
                               f"malformed or truncated — re-download or re-export it.") from None
@@ -144,6 +145,9 @@ def load_image(path: str | os.PathLike) -> Image.Image:
             im.load()
             return im.convert("RGB")
     except (UnidentifiedImageError, OSError, SyntaxError) as e:
+        if (path.parent.parent / "manifest.sqlite").exists():          # an image of a generation folder
+            raise CorruptImageError(f"Generated image {path} is corrupt ({e}); delete it and run again: the generation "
+                                    f"makes missing or damaged images again (`vlbias generate --verify` checks them all).") from None
         raise CorruptImageError(f"Image file {path} is corrupt or not an image ({e}); re-download it or remove it from the dataset.") from None
 
 class LazyImages:
@@ -190,8 +194,11 @@ def fetch_coco_archive(name: str, dest: str | os.PathLike | None = None) -> Path
 
 def coco_annotation_file(source: str) -> Path:
     "Resolve a COCO annotation source (`shared:REL`, `coco2017:MEMBER`, or a local path) to a local JSON file."
+    from vlbias_nb.paths import record_input
+    if not source: raise MissingDataError("No COCO annotation file given (an empty source); name a file, `shared:REL` or `coco2017:MEMBER`.")
     if source.startswith("shared:"): return shared_path(source[len("shared:"):])
     if source.startswith("coco2017:"):
+        record_input(source)
         member = source[len("coco2017:"):]
         out = coco_cache_dir() / "annotations" / member
         if not out.exists():
@@ -202,11 +209,20 @@ def coco_annotation_file(source: str) -> Path:
             raise CocoFormatError(f"{out} does not match the official md5 {COCO_MEMBER_MD5[member]}; delete it and fetch again.")
         return out
     p = Path(source).expanduser()
+    record_input(p.resolve())
     if not p.exists(): raise MissingDataError(f"COCO annotation file {p} does not exist (source {source!r}).")
     return p
 
 def coco_source_available(source: str) -> bool:
-    "Whether `coco_annotation_file(source)` can succeed without error: shared or local files exist; `coco2017:` is fetchable."
+    """Whether the notebook should use the real COCO data of `source`: `""` (asked for planted data) -> False; `shared:`
+    -> whether the shared data holds it (absent shared data is the smoke profile's planted fallback); `coco2017:` -> True
+    (fetchable). A local path that was given must exist: a missing one raises `MissingDataError` naming it, rather
+    than silently falling back to planted data."""
+    if not source: return False
     if source.startswith("shared:"): return has_shared(source[len("shared:"):])
     if source.startswith("coco2017:"): return True
-    return Path(source).expanduser().exists()
+    p = Path(source).expanduser()
+    if not p.exists():
+        raise MissingDataError(f"COCO source {source!r} does not exist ({p.resolve()}). Check the path; pass an empty value "
+                               f"(-p NAME '') to run on the planted data instead.")
+    return True

@@ -168,7 +168,8 @@ def _synset_order(root: Path, found: Sequence[str]) -> list:
     "The 1000 synsets in ILSVRC2012 index order: `LOC_synset_mapping.txt` if present, else the sorted found synsets."
     for p in (root / "LOC_synset_mapping.txt", root.parent / "LOC_synset_mapping.txt"):
         if p.exists():
-            order = [ln.split()[0] for ln in p.read_text().splitlines() if ln.strip()]
+            from vlbias_nb.paths import read_text_input
+            order = [ln.split()[0] for ln in read_text_input(p, "ImageNet synset mapping").splitlines() if ln.strip()]
             if len(order) != 1000 or not all(map(_is_synset, order)):
                 raise DatasetFormatError(f"{p} must list the 1000 ImageNet synsets, one 'nXXXXXXXX name' per line")
             unknown = sorted(set(found) - set(order))

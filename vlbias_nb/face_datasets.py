@@ -83,7 +83,8 @@ def load_fairface(split: str = "val", root=None, check_images: bool = True) -> F
     if not csv.is_file():
         raise MissingDataError(f"FairFace label file {csv} is missing (set {FAIRFACE_ENV} to the folder holding "
                                f"fairface_label_{split}.csv and the extracted image archive).")
-    df = pd.read_csv(csv, dtype=str)
+    from vlbias_nb.paths import read_csv_input
+    df = read_csv_input(csv, "FairFace label file", dtype=str)
     need = {"file", "age", "gender", "race"}
     if not need <= set(df.columns): raise ValueError(f"{csv}: needs columns {sorted(need)}, has {list(df.columns)}")
     for col, allowed in [("gender", FAIRFACE_GENDERS), ("race", FAIRFACE_RACES), ("age", FAIRFACE_AGES)]:

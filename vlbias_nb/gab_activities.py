@@ -557,7 +557,9 @@ def load_gab_activities(path: str | Path | None = None) -> dict:
         path = shared_path("gab/activities.json")
     path = Path(path)
     if not path.is_file(): raise MissingDataError(f"GAB activity file {str(path)!r} (argument `path`) does not exist.")
-    d = json.loads(path.read_text())
+    from vlbias_nb.paths import read_json_input, InputFormatError
+    d = read_json_input(path, "GAB activity file")
+    if not isinstance(d, dict): raise InputFormatError(f"GAB activity file {path}: expected a JSON object with 'actions' and 'near_actions', got {type(d).__name__}.")
     missing = {"actions", "near_actions"} - set(d)
     if missing: raise ValueError(f"GAB activity file {str(path)!r} lacks the keys {sorted(missing)}.")
     return d
@@ -737,15 +739,21 @@ def _read_list_file(path, column: str, what: str, param: str, json_key: str | No
     if not p.is_file(): raise MissingDataError(f"{what} file {str(p)!r} (parameter `{param}`) does not exist.")
     suf = p.suffix.lower()
     if suf == ".txt":
-        items = [l.strip() for l in p.read_text(encoding="utf-8").splitlines()]
+        from vlbias_nb.paths import read_text_input
+        items = [l.strip() for l in read_text_input(p, f"{what} file (parameter `{param}`)").splitlines()]
         items = [l for l in items if l and not l.startswith("#")]
     elif suf == ".json" and json_key is not None:
-        d = json.loads(p.read_text(encoding="utf-8"))
+        from vlbias_nb.paths import read_json_input
+        d = read_json_input(p, f"{what} file (parameter `{param}`)")
         items = d.get(json_key) if isinstance(d, dict) else d
         if not isinstance(items, list) or not all(isinstance(a, str) for a in items):
             raise ValueError(f"{what} file {str(p)!r}: expected a JSON list of strings or {{{json_key!r}: [...]}}.")
     elif suf in (".csv", ".tsv"):
-        df = pd.read_csv(p, sep="\t" if suf == ".tsv" else ",")
+        from vlbias_nb.paths import InputFormatError
+        try: df = pd.read_csv(p, sep="\t" if suf == ".tsv" else ",")
+        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+            raise InputFormatError(f"{what} file {p} (parameter `{param}`) cannot be read as {suf[1:].upper()}: "
+                                   f"{str(e).strip().splitlines()[-1]}.") from None
         if column not in df: raise ValueError(f"{what} file {str(p)!r} has no {column!r} column (columns: {list(df.columns)}).")
         items = df[column].dropna().astype(str).tolist()
     else:

@@ -13,10 +13,10 @@ from PIL import Image
 from .paths import atomic_path, project_root, MissingDataError
 
 # %% auto #0
-__all__ = ['DIFFUSION_PIPELINES', 'clip_tokenizer_files', 'offline_clip_tokenizer', 'tiny_instruct_pix2pix_pipeline',
-           'tiny_text_to_image_pipeline', 'default_device', 'load_diffusion_pipeline', 'is_black_image',
-           'GenerationManifest', 'item_generators', 'shard_batches', 'process_state', 'run_generation', 'edit_batch',
-           'text_to_image_batch']
+__all__ = ['DIFFUSION_PIPELINES', 'VERIFY_ENV', 'clip_tokenizer_files', 'offline_clip_tokenizer',
+           'tiny_instruct_pix2pix_pipeline', 'tiny_text_to_image_pipeline', 'default_device', 'load_diffusion_pipeline',
+           'is_black_image', 'CorruptManifestError', 'GenerationManifest', 'item_generators', 'shard_batches',
+           'process_state', 'run_generation', 'edit_batch', 'text_to_image_batch']
 
 # %% ../nbs/20_generation.ipynb #d8edc488
 def clip_tokenizer_files(folder=None) -> tuple[Path, Path]:
@@ -118,40 +118,71 @@ def is_black_image(img, tol: int = 0) -> bool:
     return bool(np.asarray(img).max() <= tol)
 
 # %% ../nbs/20_generation.ipynb #52349efa
+class CorruptManifestError(RuntimeError):
+    "A generation manifest that SQLite cannot read; the message names the file and what to do."
+
 class GenerationManifest:
-    """SQLite record of generated items: key, shard, seed, params, inputs, output, sha256, black.
+    """SQLite record of generated items: key, shard, seed, params, inputs, output, sha256, black, size.
 
     Safe for several processes writing the same file at once (one GPU each): SQLite's file locks serialise the writes,
     each `record` is one transaction, and a busy database is waited for (`timeout` seconds) rather than failing."""
-    COLS = ["key", "shard", "seed", "params", "inputs", "output", "sha256", "black"]
+    COLS = ["key", "shard", "seed", "params", "inputs", "output", "sha256", "black", "size"]
     def __init__(self, path, timeout: float = 600):
         self.path, self.timeout = Path(path), timeout; self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._con() as c:
             c.execute("PRAGMA journal_mode=WAL")
             c.execute("CREATE TABLE IF NOT EXISTS items (key TEXT PRIMARY KEY, shard INTEGER, seed INTEGER, params TEXT, "
-                      "inputs TEXT, output TEXT, sha256 TEXT, black INTEGER)")
+                      "inputs TEXT, output TEXT, sha256 TEXT, black INTEGER, size INTEGER)")
+            if "size" not in {r[1] for r in c.execute("PRAGMA table_info(items)")}:
+                c.execute("ALTER TABLE items ADD COLUMN size INTEGER")        # a manifest of an older version
+    def _error(self, e: sqlite3.Error) -> Exception:
+        "`e` as the error to show: a damaged file, a full disk, a read-only folder, each naming the manifest."
+        import errno
+        msg = str(e)
+        if "disk is full" in msg: return OSError(errno.ENOSPC, "No space left on device (SQLite: database or disk is full)", str(self.path))
+        if "readonly" in msg or "unable to open" in msg: return PermissionError(errno.EACCES, f"SQLite cannot write here ({msg})", str(self.path))
+        if isinstance(e, sqlite3.OperationalError): return e                 # busy beyond the timeout, ...: as it is
+        return CorruptManifestError(f"Generation manifest {self.path} is damaged ({msg}). Move it aside (mv {self.path} "
+                                    f"{self.path}.damaged) and run again: every image of this folder is then made again.")
     @contextlib.contextmanager
     def _con(self):
         "A connection that commits (or rolls back) on exit and is always closed (no file handles left open)."
-        c = sqlite3.connect(self.path, timeout=self.timeout)
+        try: c = sqlite3.connect(self.path, timeout=self.timeout)
+        except sqlite3.Error as e: raise self._error(e) from None
         try:
             with c: yield c
+        except sqlite3.Error as e: raise self._error(e) from None
         finally: c.close()
     def done_keys(self, params: str | None = None) -> set:
         "Keys already generated (with `params`, a JSON string, only those generated with exactly those parameters)."
-        with self._con() as c:
-            if params is None: return {r[0] for r in c.execute("SELECT key FROM items")}
-            return {r[0] for r in c.execute("SELECT key FROM items WHERE params = ?", (params,))}
+        return set(self.done_items(params))
+    def done_items(self, params: str | None = None) -> dict:
+        "`{key: (output, size, sha256)}` of the rows (with `params`, only those generated with exactly those parameters)."
+        q, args = "SELECT key, output, size, sha256 FROM items", ()
+        if params is not None: q, args = q + " WHERE params = ?", (params,)
+        with self._con() as c: return {r[0]: tuple(r[1:]) for r in c.execute(q, args)}
+    def check_files(self, params: str | None = None, verify: bool = False) -> tuple[set, dict]:
+        """`(usable keys, {key: what is wrong})` of the done rows: each output must exist with the recorded size (rows of
+        older manifests without one: be non-empty) and, with `verify`, the recorded SHA-256."""
+        ok, bad = set(), {}
+        for key, (out, size, sha) in self.done_items(params).items():
+            f = self.path.parent / out
+            try: n = f.stat().st_size
+            except FileNotFoundError: bad[key] = "missing"; continue
+            if (size is not None and n != size) or n == 0: bad[key] = f"{n} bytes, expected {size}"; continue
+            if verify and hashlib.sha256(f.read_bytes()).hexdigest() != sha: bad[key] = "sha256 differs"; continue
+            ok.add(key)
+        return ok, bad
     def record(self, rows: Sequence[dict]):
         "Insert or replace `rows` in one transaction."
         with self._con() as c:
             c.execute("BEGIN IMMEDIATE")              # take the write lock first: concurrent writers queue, never deadlock
-            c.executemany(f"INSERT OR REPLACE INTO items VALUES ({','.join('?' * len(self.COLS))})",
-                          [tuple(r[k] for k in self.COLS) for r in rows])
+            c.executemany(f"INSERT OR REPLACE INTO items ({','.join(self.COLS)}) VALUES ({','.join('?' * len(self.COLS))})",
+                          [tuple(r.get(k) for k in self.COLS) for r in rows])
     def to_frame(self):
         "The manifest as a DataFrame sorted by key."
         import pandas as pd
-        with self._con() as c: df = pd.read_sql_query("SELECT * FROM items ORDER BY key", c)
+        with self._con() as c: df = pd.read_sql_query(f"SELECT {','.join(self.COLS)} FROM items ORDER BY key", c)
         return df.assign(black=df.black.astype(bool))
 
 # %% ../nbs/20_generation.ipynb #e7902f63
@@ -187,33 +218,50 @@ def process_state():
     from accelerate import PartialState
     return PartialState(cpu=not torch.cuda.is_available())
 
+VERIFY_ENV = "VLBIAS_VERIFY_GENERATED"
+
 def run_generation(items: Sequence[dict], generate_batch: Callable, out_dir, batch_size: int = 4,
-                   shard: int | None = None, n_shards: int | None = None, progress: bool = True, params: dict | None = None):
-    """Generate the images of `items` not yet in `<out_dir>/manifest.sqlite` with these `params`; returns the manifest.
+                   shard: int | None = None, n_shards: int | None = None, progress: bool = True, params: dict | None = None,
+                   verify: bool | None = None):
+    """Generate the images of `items` not yet done in `<out_dir>/manifest.sqlite` with these `params`; returns the manifest.
 
     Items are done per key *and* parameters: rerunning into the same folder skips what is done, and a rerun with other
-    parameters regenerates (and replaces) rather than mixing images made two ways."""
+    parameters regenerates (and replaces) rather than mixing images made two ways. A done item whose file is missing or
+    damaged (see above; `verify`: check SHA-256 too, default `$VLBIAS_VERIFY_GENERATED`) is made again."""
     from tqdm.auto import tqdm
+    from vlbias_nb.paths import stale_part_files
+    if verify is None: verify = os.environ.get(VERIFY_ENV, "0").strip().lower() in ("1", "true", "yes", "on")
     if shard is None or n_shards is None:
         st = process_state(); shard, n_shards = st.process_index, st.num_processes
     keys = [_safe_key(it["key"]) for it in items]
     if len(set(keys)) != len(keys): raise ValueError("item keys must be unique")
     out_dir = Path(out_dir); (out_dir / "images").mkdir(parents=True, exist_ok=True)
+    for p in stale_part_files(out_dir / "images"): p.unlink(missing_ok=True)     # left by a killed process
     man = GenerationManifest(out_dir / "manifest.sqlite")
     params_json = json.dumps(params or {}, sort_keys=True)
-    done = man.done_keys(params_json)             # an item made with other parameters is made again (and replaced)
-    todo = [b for b in shard_batches(items, batch_size, shard, n_shards) if not all(it["key"] in done for it in b)]
+    done, damaged = man.check_files(params_json, verify)    # made with other parameters, or its file gone: made again
+    mine = shard_batches(items, batch_size, shard, n_shards)
+    redo = sorted(k for b in mine for k in (it["key"] for it in b) if k in damaged)
+    if redo:
+        print(f"{len(redo)} generated image(s) in {out_dir} are missing or damaged and are made again: "
+              + ", ".join(f"{k} ({damaged[k]})" for k in redo[:5]) + (" ..." if len(redo) > 5 else ""))
+    todo = [b for b in mine if not all(it["key"] in done for it in b)]
     for batch in tqdm(todo, desc=f"generating (shard {shard + 1}/{n_shards})", unit="batch", disable=not progress):
         images = generate_batch(batch)
         if len(images) != len(batch): raise RuntimeError(f"generate_batch returned {len(images)} images for {len(batch)} items")
         rows = []
         for it, im in zip(batch, images):
             rel = f"images/{it['key']}.png"
-            with atomic_path(out_dir / rel) as tmp: im.save(tmp, format="PNG")
+            try:
+                with atomic_path(out_dir / rel) as tmp: im.save(tmp, format="PNG")
+            except OSError as e:                          # a full disk, a read-only folder: name the file
+                if e.filename: raise
+                raise OSError(e.errno, e.strerror or str(e), str(out_dir / rel)) from None
+            data = (out_dir / rel).read_bytes()
             inputs = {k: _describe_input(v) for k, v in it.items() if k not in ("key", "seed")}
             rows.append(dict(key=it["key"], shard=shard, seed=int(it["seed"]), params=params_json,
                              inputs=json.dumps(inputs, sort_keys=True, default=str), output=rel,
-                             sha256=hashlib.sha256((out_dir / rel).read_bytes()).hexdigest(), black=int(is_black_image(im))))
+                             sha256=hashlib.sha256(data).hexdigest(), black=int(is_black_image(im)), size=len(data)))
         man.record(rows)
     return man
 

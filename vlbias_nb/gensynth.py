@@ -193,7 +193,9 @@ def generate_edits_from_parameters(params: dict, progress: bool = True) -> dict:
         raise ValueError("generation_dir is '' (inside one notebook run's output folder): pass --generation-dir DIR (or "
                          "-p generation_dir auto) and give the notebook the same folder (-p generation_dir DIR).")
     for k in ("source_instances", "source_captions"):
-        if not coco_source_available(params[k]):
+        try: available = coco_source_available(params[k])
+        except MissingDataError as e: raise MissingDataError(f"{k}: {e}") from None      # a given path that is missing
+        if not available:
             raise MissingDataError(f"{k} = {params[k]!r} is not available; the command-line generation needs real COCO "
                                    f"annotations (the notebook's planted fallback is not generated ahead).")
     sources, _ = edit_sources(params["source_instances"], params["source_captions"], params["n_sources"])

@@ -364,7 +364,8 @@ def load_visogender(root, require_images: bool = True) -> pd.DataFrame:
     if not tsvs: raise MissingDataError(f"No OO_/OP_Visogender_*.tsv under {root}. {VISOGENDER_HELP}")
     frames = []
     for t in tsvs:
-        df = pd.read_csv(t, sep="\t", dtype=str)
+        from vlbias_nb.paths import read_csv_input
+        df = read_csv_input(t, "VisoGender file", sep="\t", dtype=str)
         need = {"IDX", "Occupation", "Occupation_Gender"}
         if not need <= set(df.columns): raise ValueError(f"{t} lacks columns {sorted(need - set(df.columns))}")
         frames.append(pd.DataFrame(dict(idx=df.IDX.str.strip(), context=t.name[:2], occupation=df.Occupation.str.strip(),
@@ -383,7 +384,8 @@ def load_pata(root, require_images: bool = True) -> pd.DataFrame:
     root = Path(root); lst = root / "pata_fairness.files.lst"
     if not lst.exists(): raise MissingDataError(f"{lst} not found. {PATA_HELP}")
     rows = []
-    for i, line in enumerate(lst.read_text().splitlines()):
+    from vlbias_nb.paths import read_text_input
+    for i, line in enumerate(read_text_input(lst, "PATA file list").splitlines()):
         if not line.strip(): continue
         meta, _, url = line.strip().partition("|")
         for a, b in PATA_SCENE_FIX.items(): meta = meta.replace(a, b)

@@ -24,7 +24,7 @@ __all__ = ['FAMILIES', 'HF_MODEL_CLASSES', 'HF_MODEL_TYPES', 'ALIP_URL', 'MODEL_
            'missing_weights_message', 'ensure_weights', 'download_checkpoint', 'register_tiny_clip_config', 'seeded',
            'as_dtype', 'as_device', 'to_pil', 'l2_normalize', 'VisionLanguageModel', 'weights_fingerprint',
            'OpenClipModel', 'HFModel', 'tiny_tokenizer', 'tiny_image_processor', 'tiny_hf_config', 'tiny_hf_model',
-           'load_model']
+           'load_model', 'model_availability']
 
 # %% ../nbs/06_models.ipynb #ba131118
 class UnknownModelError(ValueError):
@@ -661,3 +661,29 @@ def load_model(name: str, device: str = "auto", dtype: str | torch.dtype = "floa
         if weights is None:  # a download was attempted and failed
             raise MissingWeightsError(missing_weights_message(spec, f"downloading failed ({type(e).__name__}: {str(e)[:300]})")) from e
         raise
+
+# %% ../nbs/06_models.ipynb #2d9d4469
+def model_availability(name: str, allow_download: bool | None = None, cache_dir: str | None = None) -> dict:
+    """`{name, status, where, fingerprint, how}` of zoo model `name`, without loading it or using the network: status
+    'present', 'download' or 'missing' (see above); `where` is the local weights, `how` says how to provide them."""
+    name = str(name)
+    if name.startswith("debias:"):
+        from vlbias_nb.prompt_array import parse_debias_name, RELEASED_DEBIAS_TOKENS
+        base, tokens = parse_debias_name(name)
+        r = dict(model_availability(base, allow_download, cache_dir), name=name)
+        if tokens not in RELEASED_DEBIAS_TOKENS and not Path(tokens).expanduser().is_file():
+            r.update(status="missing", how=f"the debias tokens file {tokens} does not exist: train them with the prompt_array "
+                                            f"notebook (it saves debias_tokens.pt in its run folder) and give that file's path")
+        return r
+    spec = resolve_model(name)                       # UnknownModelError for a name the zoo does not know
+    w = locate_weights(spec, cache_dir)
+    if w is not None:
+        return dict(name=name, status="present", where="random weights (tiny test model)" if w == "random" else w,
+                    fingerprint=weights_fingerprint(w), how="")
+    if spec.checkpoint and not spec.url:
+        return dict(name=name, status="missing", where=None, fingerprint=None,
+                    how=missing_weights_message(spec, "a local checkpoint cannot be downloaded"))
+    if downloads_allowed(allow_download):
+        return dict(name=name, status="download", where=None, fingerprint=None, how=f"downloaded at first use ({ALLOW_DOWNLOAD_ENV}=1)")
+    return dict(name=name, status="missing", where=None, fingerprint=None,
+                how=missing_weights_message(spec, f"downloading is turned off (set {ALLOW_DOWNLOAD_ENV}=1 to allow it)"))

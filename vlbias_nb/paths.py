@@ -9,15 +9,27 @@ from pathlib import Path
 from contextlib import contextmanager
 
 # %% auto #0
-__all__ = ['DATA_ENV', 'DATASET_ENVS', 'GENERATED_ENV', 'MissingDataError', 'project_root', 'data_root', 'shared_path',
-           'has_shared', 'dataset_folder', 'resolve_data_root', 'atomic_path', 'write_text_atomic', 'write_json_atomic',
-           'default_out_dir', 'save_table', 'save_figure', 'generation_folder']
+__all__ = ['DATA_ENV', 'INPUT_LOG_ENV', 'DATASET_ENVS', 'GENERATED_ENV', 'MissingDataError', 'record_input', 'project_root',
+           'data_root', 'shared_path', 'has_shared', 'dataset_folder', 'resolve_data_root', 'InputFormatError',
+           'read_text_input', 'read_json_input', 'read_jsonl_input', 'read_csv_input', 'current_umask', 'process_tag',
+           'atomic_path', 'write_text_atomic', 'write_json_atomic', 'stale_part_files', 'default_out_dir', 'save_table',
+           'save_figure', 'generation_folder']
 
 # %% ../nbs/00_paths.ipynb #9d5b375b
 DATA_ENV = "VLBIAS_DATA"
+INPUT_LOG_ENV = "VLBIAS_INPUT_LOG"
 
 class MissingDataError(FileNotFoundError):
     "A needed input file is absent; the message names the file and what to do."
+
+def record_input(source: str | os.PathLike):
+    """Note that input `source` (`shared:REL`, `coco2017:NAME`, `dataset:NAME` or a path) was looked at, in the run's input
+    log `$VLBIAS_INPUT_LOG` (the runner sets it; its `--resume` fingerprints what is listed there). A no-op otherwise."""
+    log = os.environ.get(INPUT_LOG_ENV)
+    if not log: return
+    try:
+        with open(log, "a", encoding="utf-8") as f: f.write(f"{source}\n")
+    except OSError: pass                                # the log is a record, never a reason for a run to fail
 
 def project_root() -> Path:
     "The checkout this package lives in (the folder holding `settings.ini`), else the current directory."
@@ -34,6 +46,7 @@ def data_root() -> Path:
 def shared_path(relpath: str | os.PathLike, required: bool = True) -> Path:
     "Absolute path of `relpath` inside the shared data folder; raises `MissingDataError` naming `VLBIAS_DATA` if absent."
     p = data_root() / relpath
+    record_input(f"shared:{relpath}")
     if required and not p.exists():
         raise MissingDataError(
             f"Missing input file {p}. Set the environment variable {DATA_ENV} to the folder holding the shared data "
@@ -43,6 +56,7 @@ def shared_path(relpath: str | os.PathLike, required: bool = True) -> Path:
 
 def has_shared(relpath: str | os.PathLike) -> bool:
     "Whether `relpath` exists in the shared data folder."
+    record_input(f"shared:{relpath}")
     return (data_root() / relpath).exists()
 
 # %% ../nbs/00_paths.ipynb #c52bb851
@@ -56,6 +70,7 @@ def dataset_folder(dataset: str, root=None) -> Path:
     Not checked here: each loader checks its own layout and names what is missing."""
     if dataset not in DATASET_ENVS: raise ValueError(f"unknown data set {dataset!r}; one of {list(DATASET_ENVS)}")
     if root is not None: return Path(root).expanduser()
+    record_input(f"dataset:{dataset}")
     env = os.environ.get(DATASET_ENVS[dataset])
     return Path(env).expanduser() if env else data_root() / dataset
 
@@ -74,16 +89,83 @@ def resolve_data_root(value, dataset: str, param: str | None = None) -> Path | N
                                f"-p {param or dataset + '_root'} None to skip the parts that need it.")
     return folder
 
+# %% ../nbs/00_paths.ipynb #aeed1c28
+class InputFormatError(ValueError):
+    "An input file cannot be parsed; the message names the file, the line where there is one, and what to do."
+
+def read_text_input(path: str | os.PathLike, what: str = "Input file") -> str:
+    "The text of `path` as UTF-8; a file that is not UTF-8 raises `InputFormatError` naming it and the line of the bad byte."
+    path = Path(path)
+    data = path.read_bytes()
+    try: return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        raise InputFormatError(f"{what} {path} is not UTF-8 text (line {line}: byte {data[e.start]:#04x}); save it as "
+                               f"UTF-8 or check that it is the right file.") from None
+
+def read_json_input(path: str | os.PathLike, what: str = "Input file"):
+    "Parse the JSON file `path`; malformed or truncated JSON raises `InputFormatError` naming the file, line and column."
+    path = Path(path)
+    try: return json.loads(read_text_input(path, what))
+    except json.JSONDecodeError as e:
+        raise InputFormatError(f"{what} {path} is not valid JSON (line {e.lineno}, column {e.colno}: {e.msg}); the file "
+                               f"is malformed or truncated: re-download or re-export it.") from None
+
+def read_jsonl_input(path: str | os.PathLike, what: str = "Input file") -> list[tuple[int, dict]]:
+    "`(line number, object)` of each non-blank line of the JSON-lines file `path`; a bad line is named with its number."
+    path = Path(path)
+    out = []
+    for n, line in enumerate(read_text_input(path, what).splitlines(), start=1):
+        if not line.strip(): continue
+        try: obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise InputFormatError(f"{what} {path}, line {n}: not valid JSON (column {e.colno}: {e.msg}); the file is "
+                                   f"malformed or truncated: re-download or re-export it.") from None
+        if not isinstance(obj, dict): raise InputFormatError(f"{what} {path}, line {n}: expected a JSON object, got {type(obj).__name__}.")
+        out.append((n, obj))
+    return out
+
+def read_csv_input(path: str | os.PathLike, what: str = "Input file", **read_csv_kw):
+    "`pandas.read_csv` of `path`; a malformed file, or one that is not UTF-8, raises `InputFormatError` naming it (and the line)."
+    import pandas as pd
+    path = Path(path)
+    try: return pd.read_csv(path, **read_csv_kw)
+    except UnicodeDecodeError: read_text_input(path, what); raise          # names the line of the first bad byte
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as e:
+        kind = "TSV" if read_csv_kw.get("sep") == "\t" else "CSV"
+        raise InputFormatError(f"{what} {path} cannot be read as {kind}: {str(e).strip().splitlines()[-1]}; check the file "
+                               f"or re-download it.") from None
+
 # %% ../nbs/00_paths.ipynb #29591884
+def current_umask() -> int:
+    "This process's umask, read without changing it where the OS shows it (Linux `/proc/self/status`)."
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"): return int(line.split()[1], 8)
+    except (OSError, ValueError): pass
+    m = os.umask(0o022); os.umask(m)                   # elsewhere: set and restore (not thread-safe, but brief)
+    return m
+
+def process_tag() -> str:
+    "`<host>-<pid>` of this process, as it appears in the names of its temporary files."
+    import re, socket
+    return f"{re.sub(r'[^A-Za-z0-9-]', '-', socket.gethostname())}-{os.getpid()}"
+
 @contextmanager
 def atomic_path(path: str | os.PathLike):
     "Yield a temporary path beside `path`; on success it is renamed to `path`, on error it is removed."
     path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
-    os.close(fd)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{process_tag()}.", suffix=".part", dir=path.parent)
+    try: os.fchmod(fd, 0o666 & ~current_umask())
+    finally: os.close(fd)
     try:
         yield Path(tmp)
         os.replace(tmp, path)
+    except OSError as e:                               # a full disk, ...: the error names the file being written
+        Path(tmp).unlink(missing_ok=True)
+        if e.errno and not e.filename: raise OSError(e.errno, e.strerror or str(e), str(path)) from e
+        raise
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -96,6 +178,25 @@ def write_text_atomic(path, text: str):
 def write_json_atomic(path, obj):
     "Write `obj` as indented JSON to `path` atomically."
     return write_text_atomic(path, json.dumps(obj, indent=1, sort_keys=True, default=str))
+
+# %% ../nbs/00_paths.ipynb #e3a9a9f9
+def _pid_alive(pid: int) -> bool:
+    try: os.kill(pid, 0)
+    except ProcessLookupError: return False
+    except PermissionError: return True
+    return True
+
+def stale_part_files(folder: str | os.PathLike, max_age: float = 3600) -> list[Path]:
+    "The `.part` files in `folder` left by dead processes (see above), oldest first."
+    import re, time
+    folder, here = Path(folder), process_tag().rsplit("-", 1)[0]
+    out = []
+    for p in folder.glob(".*.part"):
+        m = re.search(r"\.([A-Za-z0-9-]+)-(\d+)\.[^.]+\.part$", p.name)
+        try: age = time.time() - p.stat().st_mtime
+        except FileNotFoundError: continue             # finished meanwhile
+        if (m and m.group(1) == here and not _pid_alive(int(m.group(2)))) or age > max_age: out.append(p)
+    return sorted(out, key=lambda p: p.stat().st_mtime if p.exists() else 0)
 
 # %% ../nbs/00_paths.ipynb #ecd83ac2
 def default_out_dir(name: str, profile: str = "smoke") -> Path:

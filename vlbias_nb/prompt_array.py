@@ -56,7 +56,13 @@ def test_prompts() -> pd.DataFrame: return make_prompts(TEST_TEMPLATES, TEST_CON
 
 def read_authors_prompts(relpath: str = AUTHORS_PROMPT_CSV) -> tuple[list, list]:
     "Template and concept columns of the authors' `prompt_templates.csv` (whitespace stripped, blanks dropped)."
-    df = pd.read_csv(shared_path(relpath), dtype=str, keep_default_na=False)
+    from vlbias_nb.paths import InputFormatError
+    p = shared_path(relpath)
+    try: df = pd.read_csv(p, dtype=str, keep_default_na=False)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+        raise InputFormatError(f"Prompt template file {p} cannot be read as CSV: {str(e).strip().splitlines()[-1]}.") from None
+    missing = [c for c in ("template", "concept") if c not in df]
+    if missing: raise InputFormatError(f"Prompt template file {p} lacks the column(s) {missing} (columns: {list(df.columns)}).")
     col = lambda c: [v.strip() for v in df[c] if v.strip()]
     return col("template"), col("concept")
 
@@ -501,7 +507,9 @@ def read_debias_tokens(path) -> dict:
     "The saved payload; raises a clear error for a missing or foreign file."
     p = Path(path)
     if not p.is_file(): raise FileNotFoundError(f"Debias token file {p} does not exist")
-    d = torch.load(p, map_location="cpu", weights_only=False)
+    try: d = torch.load(p, map_location="cpu", weights_only=False)
+    except Exception as e:                                  # truncated, or not a torch file at all
+        raise ValueError(f"{p} cannot be read as a debias token file ({type(e).__name__}: {str(e).splitlines()[0][:120]})") from None
     if not isinstance(d, dict) or d.get("format") != TOKENS_FORMAT:
         raise ValueError(f"{p} is not a debias token file (format {TOKENS_FORMAT!r})")
     return d

@@ -468,8 +468,10 @@ def paper_comparison(ours: pd.DataFrame, paper: pd.DataFrame = GENSYNTH_TABLE1) 
 def coco_image_dir(source: str) -> Path:
     "Folder of COCO images for `source`: `shared:REL`, `coco2017:<split>` (e.g. `coco2017:val2017`) or a path."
     from vlbias_nb.data import fetch_coco_archive, coco_cache_dir
+    from vlbias_nb.paths import record_input
     if source.startswith("shared:"): return shared_path(source[len("shared:"):])
     if source.startswith("coco2017:"):
+        record_input(source)
         split = source[len("coco2017:"):]
         out = coco_cache_dir() / split
         if not out.is_dir():
@@ -484,5 +486,6 @@ def coco_image_dir(source: str) -> Path:
                     shutil.rmtree(tmp, ignore_errors=True)
         return out
     p = Path(source).expanduser()
+    record_input(p.resolve())
     if not p.is_dir(): raise MissingDataError(f"Image folder {p} does not exist (source {source!r}).")
     return p

