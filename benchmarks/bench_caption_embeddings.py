@@ -11,9 +11,9 @@ The last printed line is the figure: `<encoder> caption embeddings: X captions/s
 """
 import argparse, os, platform, time
 import torch
-from vlbias_nb.caption_embeddings import load_sentence_encoder, DEFAULT_TEXT_ENCODER
-from vlbias_nb.data import coco_source_available, coco_annotation_file, load_coco_captions
-from vlbias_nb.synthetic import make_planted_coco
+from vlbias_nb.methods.caption_embeddings import load_sentence_encoder, DEFAULT_TEXT_ENCODER
+from vlbias_nb.data.coco import coco_source_available, coco_annotation_file, load_coco_captions
+from vlbias_nb.data.synthetic import make_planted_coco
 from vlbias_nb.text import neutralise_caption
 
 def main():

@@ -1,7 +1,7 @@
 """Throughput of InstructPix2Pix editing at 512x512 with the full-size Stable Diffusion 1.5 architecture.
 
 Random-init weights cost the same FLOPs as the real `timbrooks/instruct-pix2pix` ones, so this measures what a GPU
-run of the GenSynth editing pipeline (vlbias_nb.generation) will achieve: images/s at a few batch sizes, half
+run of the GenSynth editing pipeline (vlbias_nb.methods.generation) will achieve: images/s at a few batch sizes, half
 precision, SDPA attention, and the fraction of the GPU's dense fp16 FLOP ceiling the UNet reaches.
 
     python benchmarks/bench_generation.py [--steps 20] [--batch-sizes 1 4 8]            # GPU: full size, fp16, SDPA
@@ -21,7 +21,7 @@ def full_pipeline(small: bool, dtype, device):
     "InstructPix2Pix with random weights: SD-1.5 shapes, or (small) the tiny smoke-profile shapes."
     from diffusers import UNet2DConditionModel, AutoencoderKL, StableDiffusionInstructPix2PixPipeline, EulerAncestralDiscreteScheduler
     from transformers import CLIPTextConfig, CLIPTextModel
-    from vlbias_nb.generation import offline_clip_tokenizer
+    from vlbias_nb.methods.generation import offline_clip_tokenizer
     if small:
         unet = UNet2DConditionModel(sample_size=16, in_channels=8, out_channels=4, layers_per_block=1, block_out_channels=(32, 64),
                                     down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"), up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),

@@ -14,12 +14,12 @@ Target: <= 60 s on 2 cores. The last printed line is the figure: `lic lstm run: 
 import argparse, os, platform, time
 import numpy as np
 import torch
-from vlbias_nb.captioning_bias import lic_over_runs, paper_classifier, faithful_captioner, caption_gender_labels, prepare_caption
+from vlbias_nb.papers.lic.captioning_bias import lic_over_runs, paper_classifier, faithful_captioner, caption_gender_labels, prepare_caption
 from vlbias_nb.paths import has_shared, shared_path
 
 def planted_data(n_images, seed):
     "Human captions {id: [5 captions]} and labels of a balanced planted set, each caption padded to COCO length."
-    from vlbias_nb.synthetic import make_planted_coco
+    from vlbias_nb.data.synthetic import make_planted_coco
     p = make_planted_coco(n_images=n_images, undefined_share=0.0, seed=seed, overall_male_share=0.5)
     rng = np.random.default_rng(seed)
     tail = ["on a sunny day", "in front of a building", "with some people around", "next to a small table"]
@@ -28,7 +28,7 @@ def planted_data(n_images, seed):
     return human, caption_gender_labels(human), "planted (lengthened captions)"
 
 def coco_data():
-    from vlbias_nb.data import load_coco_captions
+    from vlbias_nb.data.coco import load_coco_captions
     human = load_coco_captions(shared_path("coco/annotations/captions_val2017.json")).captions_by_image()
     labels = caption_gender_labels(human)
     return {i: human[i] for i in labels}, labels, "COCO val 2017 (real)"

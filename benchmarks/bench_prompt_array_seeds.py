@@ -1,6 +1,6 @@
 """How robust is the prompt-array smoke known answer to the seed and the CPU thread count?
 
-Runs the analysis notebook `nbs/analyses/07_prompt_array.ipynb` (smoke profile, planted data) up to and including the
+Runs the analysis notebook `nbs/analyses/prompt_array/07_prompt_array.ipynb` (smoke profile, planted data) up to and including the
 known-answer cell (the one asserting it), once per seed, each in its own process with the given number of threads
 (the notebook's `n_threads`; its default, 1, gives the published tables): the
 known answer is the notebook's own assertions (MaxSkew and NDKL, all test prompts and the held-out ones, at most half of
@@ -12,7 +12,7 @@ the last line is the count of seeds meeting it.
 import argparse, json, os, subprocess, sys
 from pathlib import Path
 
-NOTEBOOK = Path(__file__).resolve().parents[1] / "nbs" / "analyses" / "07_prompt_array.ipynb"
+NOTEBOOK = Path(__file__).resolve().parents[1] / "nbs" / "analyses" / "prompt_array" / "07_prompt_array.ipynb"
 CHECK_CELL = 'print("known answer met'      # the cell asserting the known answer (after the debiasing cell)
 
 WORKER = r"""

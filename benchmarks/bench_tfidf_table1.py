@@ -19,9 +19,9 @@ def main():
     ap.add_argument("--block-size", type=int, default=2048)
     ap.add_argument("--captions", default="shared:coco/annotations/captions_val2017.json")
     args = ap.parse_args()
-    from vlbias_nb.data import load_coco_captions, coco_annotation_file, coco_source_available
+    from vlbias_nb.data.coco import load_coco_captions, coco_annotation_file, coco_source_available
     from vlbias_nb.text import gender_labels
-    from vlbias_nb.retrieval_baselines import tfidf_table1_metrics
+    from vlbias_nb.papers.gensynth.retrieval_baselines import tfidf_table1_metrics
     if not coco_source_available(args.captions):
         sys.exit(f"{args.captions} is not available: set VLBIAS_DATA to the shared data folder")
     coco = load_coco_captions(coco_annotation_file(args.captions))

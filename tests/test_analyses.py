@@ -2,7 +2,7 @@
 with its planted known answers read back from the tables it wrote; and the COCO analyses on planted data alone."""
 import json, pytest
 import numpy as np, pandas as pd
-from vlbias_nb.runner import analysis_notebooks, run_notebook
+from vlbias_nb.run.runner import analysis_notebooks, run_notebook
 
 NOTEBOOKS = analysis_notebooks()
 

@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
-from vlbias_nb.attention_control import (token_alignment, set_alignment, generate_counterfactual_set, control_check,
+from vlbias_nb.methods.attention_control import (token_alignment, set_alignment, generate_counterfactual_set, control_check,
                                          candidate_items, attribute_masks, outside_attribute_difference)
-from vlbias_nb.generation import tiny_text_to_image_pipeline, offline_clip_tokenizer
+from vlbias_nb.methods.generation import tiny_text_to_image_pipeline, offline_clip_tokenizer
 
 @pytest.fixture(scope="module")
 def pipe(): return tiny_text_to_image_pipeline(seed=0)
@@ -49,7 +49,7 @@ def test_candidate_items_and_outside_difference():
 
 def test_shared_token_states_change_only_after_the_attribute(pipe):
     "The causal text encoder leaves the prefix unchanged and changes every shared token after the first attribute."
-    from vlbias_nb.attention_control import shared_token_state_change
+    from vlbias_nb.methods.attention_control import shared_token_state_change
     sc = shared_token_state_change(pipe, CAPS)
     assert sc.change_before.tolist() == [0.0, 0.0] and sc.n_shared_before.tolist() == [5, 4]   # "an" is not shared
     assert (sc.change_after > 0.05).all() and (sc.n_shared_after >= 69).all()
@@ -64,7 +64,7 @@ def test_control_check_self_attention_variant(pipe):
 def test_control_confines_differences_when_layout_follows_attention(pipe):
     """Image level (§3.3): on a tiny pipeline whose layout follows its cross-attention, control cuts the difference of a
     set's images outside the attribute tokens' attention on every seed; on the plain random pipeline it cannot."""
-    from vlbias_nb.attention_control import sharpened_cross_attention
+    from vlbias_nb.methods.attention_control import sharpened_cross_attention
     sharp = sharpened_cross_attention(pipe)
     chks = [control_check(sharp, CAPS, seed=s, p=0.9, num_inference_steps=10) for s in range(6)]
     ratios = [c["ratio"] for c in chks]                 # measured 0.58-0.70, mean 0.64
@@ -74,7 +74,7 @@ def test_control_confines_differences_when_layout_follows_attention(pipe):
     assert min(control_check(pipe, CAPS, seed=s, p=0.9, num_inference_steps=10)["ratio"] for s in range(2)) > 0.9
 
 def test_attribute_attention_outside_hand_example():
-    from vlbias_nb.attention_control import attribute_attention_outside
+    from vlbias_nb.methods.attention_control import attribute_attention_outside
     maps = np.array([[[9., 0], [0, 0]], [[1., 1], [0, 2]]])          # caption 1: attention mass 4
     masks = np.zeros((2, 2, 2), bool); masks[0, 0, 0] = True; masks[1, 1, 1] = True
     assert attribute_attention_outside(maps, masks) == 0.25            # only the 1 at (0, 1) lies outside

@@ -1,7 +1,7 @@
-"Tests of vlbias_nb.binding_experiments: the four groups, captions, and known answers of every experiment (GAB §5)."
+"Tests of vlbias_nb.papers.gab.binding: the four groups, captions, and known answers of every experiment (GAB §5)."
 import numpy as np, pandas as pd, pytest
-from vlbias_nb.gab_activities import activity_table, load_gab_activities
-from vlbias_nb.binding_experiments import (GROUPS, group_performer, group_persons, group_of, group_folder, gab_caption,
+from vlbias_nb.papers.gab.activities import activity_table, load_gab_activities
+from vlbias_nb.papers.gab.binding import (GROUPS, group_performer, group_persons, group_of, group_folder, gab_caption,
     reversed_caption, group_table, planted_binding_data, PlantedTextEncoder, text_encoder_bias, text_encoder_bias_share,
     image_to_text_experiment, image_to_text_scores, binding_drops, text_to_image_experiment, t2i_accuracy, pair_groups,
     activity_recognition, activity_recognition_summary, neutral_preference_share)

@@ -1,7 +1,7 @@
 import numpy as np, pytest, torch
-from vlbias_nb.caption_embeddings import (load_sentence_encoder, locate_encoder, average_by_image, caption_embeddings_by_image,
+from vlbias_nb.methods.caption_embeddings import (load_sentence_encoder, locate_encoder, average_by_image, caption_embeddings_by_image,
                                           mean_pool, EncoderUnavailableError, DEFAULT_TEXT_ENCODER, minilm_path)
-from vlbias_nb.embedding_cache import EmbeddingCache
+from vlbias_nb.methods.embedding_cache import EmbeddingCache
 from vlbias_nb.text import neutralise_caption
 
 CAPS = ["A man riding a skateboard down a ramp.", "Two women cooking in a kitchen.", "A bowl of fruit on a table."]
@@ -31,7 +31,7 @@ def test_transformers_mean_pooling_matches_sentence_transformers(minilm):
 
 def test_tiny_transformers_folder_mean_pooling(tmp_path):
     from transformers import BertConfig, BertModel
-    from vlbias_nb.models import tiny_tokenizer
+    from vlbias_nb.zoo.models import tiny_tokenizer
     tok = tiny_tokenizer()
     torch.manual_seed(0)
     m = BertModel(BertConfig(vocab_size=len(tok.vocab), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,

@@ -1,16 +1,16 @@
-"LIC pipeline (vlbias_nb.captioning_bias): known answers of the synthetic captioners, inputs, alignment, classifiers, BA/DBA."
+"LIC pipeline (vlbias_nb.papers.lic.captioning_bias): known answers of the synthetic captioners, inputs, alignment, classifiers, BA/DBA."
 import json
 import numpy as np
 import pytest
 import torch
 from conftest import requires_shared
-from vlbias_nb.captioning_bias import (
+from vlbias_nb.papers.lic.captioning_bias import (
     ClassifierConfig, CaptionAttributeClassifier, ImageIdMismatchError, OOV_TOKEN, paper_classifier, lic_over_runs,
     faithful_captioner, amplifying_captioner, attribute_context_words, caption_gender_labels, caption_gender,
     load_generated_captions, load_attribute_annotations, match_inputs, prepare_caption, balanced_split, gender_ratio,
     gender_error, ba_vocabulary, caption_ba, caption_dba_g, caption_dba_o, word_contributions, lic_chance_tolerance)
 from vlbias_nb.metrics import lic_score
-from vlbias_nb.synthetic import make_planted_coco
+from vlbias_nb.data.synthetic import make_planted_coco
 
 # Small, fast classifier for tests: the paper's LSTM shape, fewer units/epochs and a larger learning rate.
 FAST = ClassifierConfig(kind="lstm", epochs=6, lr=3e-3, embedding_dim=32, hidden_dim=16, batch_size=32)
@@ -93,7 +93,7 @@ def test_lic_is_deterministic_given_the_seed(planted):
 @requires_shared("coco/annotations/captions_val2017.json")
 def test_known_answers_on_real_coco_val():
     "Human side on the real COCO val 2017 captions (caption-derived gender): faithful ~ 0, amplifier clearly > 0."
-    from vlbias_nb.data import load_coco_captions
+    from vlbias_nb.data.coco import load_coco_captions
     from vlbias_nb.paths import shared_path
     human = load_coco_captions(shared_path("coco/annotations/captions_val2017.json")).captions_by_image()
     labels = caption_gender_labels(human)
@@ -162,7 +162,7 @@ def test_tiny_bert_classifiers_train_and_bert_pre_is_frozen(kind):
     clf.fit(toks, y)
     p = clf.predict_proba(toks[:2] + [[OOV_TOKEN, "<gender>"]])
     assert p.shape == (3, 2) and np.allclose(p.sum(1), 1)
-    from vlbias_nb.captioning_bias import load_bert
+    from vlbias_nb.papers.lic.captioning_bias import load_bert
     ref, _ = load_bert("tiny-bert", toks, seed=0)                 # same seed -> the initial BERT weights
     changed = any(not torch.equal(a, b) for a, b in zip(ref.state_dict().values(), clf.net.bert.state_dict().values()))
     assert changed == (kind == "bert-ft")
@@ -219,7 +219,7 @@ def test_balanced_split_sizes_and_seed():
 
 
 # ---------------------------------------------------------------- captioning accuracy (Tab. 1 accuracy columns)
-from vlbias_nb.captioning_bias import (caption_accuracy, simple_ptb_tokenize, ptb_tokenize, tokenize_for_eval,
+from vlbias_nb.papers.lic.captioning_bias import (caption_accuracy, simple_ptb_tokenize, ptb_tokenize, tokenize_for_eval,
                                        java_available)
 
 needs_java = pytest.mark.skipif(not java_available(), reason="java not on the PATH (PTB tokenizer, METEOR)")
@@ -271,7 +271,7 @@ def test_tokenizers_and_punctuation():
 @needs_java
 @requires_shared("coco/annotations/captions_val2017.json")
 def test_simple_tokenizer_agrees_with_ptb_on_coco():
-    from vlbias_nb.data import load_coco_captions
+    from vlbias_nb.data.coco import load_coco_captions
     from vlbias_nb.paths import shared_path
     caps = list(load_coco_captions(shared_path("coco/annotations/captions_val2017.json")).captions.caption[:2000])
     agree = np.mean([a == b for a, b in zip(ptb_tokenize(caps), (simple_ptb_tokenize(c) for c in caps))])

@@ -4,9 +4,9 @@ text embeddings; the GenSynth authors' reference selection."""
 import numpy as np
 import pytest
 import torch
-from vlbias_nb.clip_clip import (ClipClip, fit_clip_clip, feature_mutual_information, attribute_codes,
+from vlbias_nb.methods.clip_clip import (ClipClip, fit_clip_clip, feature_mutual_information, attribute_codes,
                                  reference_kept_dims, compare_dims, GENSYNTH_KEPT_DIMS)
-from vlbias_nb.zero_shot import ZeroShotClassifier
+from vlbias_nb.methods.zero_shot import ZeroShotClassifier
 from conftest import requires_shared
 
 def planted(n=600, d=48, dims=(5, 11, 40), shift=1.5, seed=0, labels=("man", "woman")):

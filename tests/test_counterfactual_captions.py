@@ -2,7 +2,7 @@ import json
 import pytest
 from conftest import requires_shared
 from vlbias_nb.paths import shared_path
-from vlbias_nb.counterfactual_captions import (caption_sets, load_released_sets, compare_caption_sets, RELEASED_FILES,
+from vlbias_nb.papers.social_counterfactuals.counterfactual_captions import (caption_sets, load_released_sets, compare_caption_sets, RELEASED_FILES,
                                                with_article, caption_counts, counterfactual_sets, PAPER_COUNTS, SEGMENTS)
 
 @pytest.mark.parametrize("segment", list(RELEASED_FILES))

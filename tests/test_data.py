@@ -1,6 +1,6 @@
 import json, pytest
 from pathlib import Path
-from vlbias_nb.data import (load_coco_captions, load_coco_instances, load_image, LazyImages, CocoFormatError,
+from vlbias_nb.data.coco import (load_coco_captions, load_coco_instances, load_image, LazyImages, CocoFormatError,
                             CorruptImageError, coco_annotation_file, md5_of, COCO_MEMBER_MD5)
 from vlbias_nb.paths import MissingDataError, shared_path, DATA_ENV
 from conftest import requires_shared
@@ -86,7 +86,7 @@ def test_data_roots_auto_none_and_path(tmp_path, monkeypatch):
 
 # ---------------------------------------------------------------- pinned downloads (pooch), without network
 import zipfile, pooch
-import vlbias_nb.data as data_mod
+import vlbias_nb.data.coco as data_mod
 
 def _fake_archive(path, members):
     with zipfile.ZipFile(path, "w") as z:

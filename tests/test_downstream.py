@@ -1,11 +1,11 @@
-"Downstream performance (vlbias_nb.downstream): loaders on tiny fake datasets, Recall@K and zero-shot accuracy known answers."
+"Downstream performance (vlbias_nb.methods.downstream): loaders on tiny fake datasets, Recall@K and zero-shot accuracy known answers."
 import json, pickle
 from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
 from vlbias_nb.paths import MissingDataError
-from vlbias_nb.downstream import (
+from vlbias_nb.methods.downstream import (
     FLICKR30K_ENV, IMAGENET_ENV, CIFAR100_ENV, DatasetFormatError, load_flickr30k, retrieval_recall, load_imagenet_val,
     load_cifar100, zero_shot_accuracy, topk_accuracy, ClassificationData, CLIP_CIFAR_TEMPLATES, CIFAR10_ENV, CALTECH256_ENV,
     load_cifar10, load_caltech256, caltech256_classname, CLIP_CALTECH_TEMPLATES)
@@ -165,7 +165,7 @@ def test_recall_bad_input(args, msg):
 
 
 def test_flickr_end_to_end_tiny_clip(tmp_path):
-    from vlbias_nb.models import load_model
+    from vlbias_nb.zoo.models import load_model
     tiny = load_model("tiny-clip", device="cpu")
     f = load_flickr30k(fake_flickr(tmp_path))
     T, V = tiny.encode_text(f.captions), tiny.encode_image(f.images)
@@ -358,8 +358,8 @@ def test_zero_shot_accuracy_single_template():
 
 
 def test_zero_shot_accuracy_tiny_clip_brute_force(tmp_path):
-    from vlbias_nb.models import load_model
-    from vlbias_nb.embedding_cache import EmbeddingCache
+    from vlbias_nb.zoo.models import load_model
+    from vlbias_nb.methods.embedding_cache import EmbeddingCache
     tiny = load_model("tiny-clip", device="cpu")
     root, _, labels = fake_cifar(tmp_path, n=10)
     c = load_cifar100(root, check_md5=False)

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
-from vlbias_nb import embedding_cache as EC
-from vlbias_nb.embedding_cache import EmbeddingCache, default_cache_dir, text_key, image_key, CACHE_ENV
-from vlbias_nb.models import load_model
+import vlbias_nb.methods.embedding_cache as EC
+from vlbias_nb.methods.embedding_cache import EmbeddingCache, default_cache_dir, text_key, image_key, CACHE_ENV
+from vlbias_nb.zoo.models import load_model
 from vlbias_nb.paths import project_root, shared_path
 from conftest import requires_shared
 
@@ -55,8 +55,8 @@ def test_text_reuse_exact_and_partial(tiny, tmp_path):
 def test_reuse_across_cache_instances_and_processes(tiny, tmp_path):
     "What one process (a notebook) wrote, another reads without computing anything."
     code = textwrap.dedent(f"""
-        from vlbias_nb.models import load_model
-        from vlbias_nb.embedding_cache import EmbeddingCache
+        from vlbias_nb.zoo.models import load_model
+        from vlbias_nb.methods.embedding_cache import EmbeddingCache
         EmbeddingCache({str(tmp_path)!r}).encode_text(load_model("tiny-clip", device="cpu"), ["a cat on a mat", "a dog"])
     """)
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=project_root())
@@ -114,7 +114,7 @@ def test_preprocessed_tensors_and_pil(tiny, tmp_path):
 
 @requires_shared(COCO_VAL)
 def test_real_coco_images_and_lazy_lists(tiny, tmp_path):
-    from vlbias_nb.data import LazyImages
+    from vlbias_nb.data.coco import LazyImages
     files = sorted(glob.glob(str(shared_path(COCO_VAL) / "*.jpg")))[:24]
     cache, m = EmbeddingCache(tmp_path), Counting(tiny)
     e = cache.encode_image(m, files, batch_size=8)

@@ -2,7 +2,7 @@
 import numpy as np, pandas as pd, pytest
 from PIL import Image
 from vlbias_nb.paths import MissingDataError
-from vlbias_nb.face_datasets import (load_fairface, load_utkface, parse_utkface_name, make_planted_faces, face_images,
+from vlbias_nb.data.faces import (load_fairface, load_utkface, parse_utkface_name, make_planted_faces, face_images,
                                      FAIRFACE_ENV, UTKFACE_ENV, age_group)
 
 def _fairface(root, split="val", margin_dir="", rows=None):

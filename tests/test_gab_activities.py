@@ -1,8 +1,8 @@
-"Tests of vlbias_nb.gab_activities: lists, eq. 1, selection statistics on planted counts (GAB §4.1)."
+"Tests of vlbias_nb.papers.gab.activities: lists, eq. 1, selection statistics on planted counts (GAB §4.1)."
 import math
 import numpy as np, pandas as pd, pytest
 from conftest import requires_shared
-from vlbias_nb.gab_activities import (DEFAULT_GAB_ACTIVITIES, load_gab_activities, activity_table, mlm_log_ratio,
+from vlbias_nb.papers.gab.activities import (DEFAULT_GAB_ACTIVITIES, load_gab_activities, activity_table, mlm_log_ratio,
     mlm_bias_scores, tiny_roberta_mlm, identifier_token_ids, MALE_IDENTIFIERS, FEMALE_IDENTIFIERS, shapiro_wilk,
     select_tail, select_gendered_activities, verb_object_log_ratios, z_test_pairs, mined_activities, gerund)
 from vlbias_nb.paths import MissingDataError
@@ -75,7 +75,7 @@ def test_gerund():
 # ---- §4.1.2 ungendered candidate lists, caption files, §4.1.3 MLM re-check with the §4.1.1 tails ------------------
 import json
 from scipy.stats import norm, shapiro
-from vlbias_nb.gab_activities import (load_activity_list, select_candidate_activities, mlm_score_fn, load_caption_file,
+from vlbias_nb.papers.gab.activities import (load_activity_list, select_candidate_activities, mlm_score_fn, load_caption_file,
     significant_pairs, mlm_recheck, mining_normality, pair_activity)
 
 def _planted_candidates():

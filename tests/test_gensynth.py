@@ -1,8 +1,8 @@
-"Tests of vlbias_nb.gensynth: crop/paste geometry on real coco-mini boxes, the KNN filter, caption editing, selection."
+"Tests of vlbias_nb.papers.gensynth.editing: crop/paste geometry on real coco-mini boxes, the KNN filter, caption editing, selection."
 import numpy as np, pandas as pd, pytest
 from PIL import Image
 from conftest import requires_shared
-from vlbias_nb import gensynth as gs
+import vlbias_nb.papers.gensynth.editing as gs
 from vlbias_nb.paths import shared_path
 from vlbias_nb.text import gender_label
 
@@ -10,12 +10,12 @@ INST = "coco-mini/annotations/instances_train2017.json"
 CAPS = "coco-mini/annotations/captions_train2017.json"
 
 def _coco_mini():
-    from vlbias_nb.data import load_coco_instances, load_coco_captions
+    from vlbias_nb.data.coco import load_coco_instances, load_coco_captions
     return load_coco_instances(shared_path(INST)), load_coco_captions(shared_path(CAPS)).captions_by_image()
 
 @requires_shared(INST)
 def test_crop_paste_geometry_on_real_boxes():
-    from vlbias_nb.data import load_image
+    from vlbias_nb.data.coco import load_image
     inst, _ = _coco_mini()
     boxes = inst.boxes[inst.boxes.category_id == 1].head(12)
     files = inst.images.set_index("id").file_name
@@ -86,7 +86,7 @@ def test_select_edits_one_per_gender_seeded():
     assert a.key[0] in ("k0", "k1") and a.key[1] == "k2"
 
 def test_edit_items_cover_templates_genders_scales(tmp_path):
-    from vlbias_nb.synthetic import make_planted_coco
+    from vlbias_nb.data.synthetic import make_planted_coco
     p = make_planted_coco(n_images=10, seed=0, image_dir=tmp_path, image_size=48)
     src = gs.select_sources(p.instances, p.captions.captions_by_image())
     items = gs.build_edit_items(src, tmp_path, seed=1)
@@ -120,7 +120,7 @@ def _fairface_folder(root):
     return rows
 
 def test_genswap_faces_from_the_shared_fairface_loader_keep_adults_of_each_gender(tmp_path):
-    from vlbias_nb.face_datasets import load_fairface
+    from vlbias_nb.data.faces import load_fairface
     _fairface_folder(tmp_path)
     faces = gs.genswap_faces(load_fairface("train", tmp_path))
     assert faces == {"male": [str(tmp_path / "train/0.jpg"), str(tmp_path / "train/5.jpg")],
@@ -147,8 +147,8 @@ def test_face_box_detector_offsets_largest_and_missing():
     assert gs.haar_face_detector()(Image.new("RGB", (64, 64), (128, 128, 128))).shape == (0, 4)   # blank: no face
 
 def test_genswap_dataset_pastes_a_target_gender_adult_face_into_the_face_box(tmp_path):
-    from vlbias_nb.face_datasets import load_fairface
-    from vlbias_nb.data import load_image
+    from vlbias_nb.data.faces import load_fairface
+    from vlbias_nb.data.coco import load_image
     rows = _fairface_folder(tmp_path / "ff")
     faces = gs.genswap_faces(load_fairface("train", tmp_path / "ff"))
     (tmp_path / "img").mkdir()

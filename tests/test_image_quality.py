@@ -1,7 +1,7 @@
-"Tests of vlbias_nb.image_quality: Fréchet distance, SSIM, person/face criteria (GAB §4.3)."
+"Tests of vlbias_nb.papers.gab.image_quality: Fréchet distance, SSIM, person/face criteria (GAB §4.3)."
 import numpy as np, pytest
 from hypothesis import given, settings, strategies as st
-from vlbias_nb.image_quality import frechet_distance, fid_from_features, ssim, passes_quality, person_share, mean_pairwise
+from vlbias_nb.papers.gab.image_quality import frechet_distance, fid_from_features, ssim, passes_quality, person_share, mean_pairwise
 
 def test_fid_brute_force_diagonal():
     rng = np.random.default_rng(0)
@@ -33,7 +33,7 @@ def test_person_rule():
 import pandas as pd
 from PIL import Image
 from conftest import requires_shared
-from vlbias_nb.image_quality import (load_face_detector, load_haar_face_detector, thumbnail_features, quality_report,
+from vlbias_nb.papers.gab.image_quality import (load_face_detector, load_haar_face_detector, thumbnail_features, quality_report,
                                      to_gray)
 from vlbias_nb.paths import MissingDataError
 
@@ -74,7 +74,7 @@ def test_quality_report_groups_and_all():
 
 # ---- networks by name: known names only, clear errors naming what to download -------------------------------------
 import importlib.util, os
-from vlbias_nb.image_quality import (load_inception, inception_weights_file, INCEPTION_WEIGHTS, FACE_DETECTORS,
+from vlbias_nb.papers.gab.image_quality import (load_inception, inception_weights_file, INCEPTION_WEIGHTS, FACE_DETECTORS,
                                      quality_mask, apply_quality_filter)
 
 

@@ -1,7 +1,7 @@
 import numpy as np
 import pandas as pd
 import pytest
-from vlbias_nb.intersectional_probing import *
+from vlbias_nb.papers.social_counterfactuals.intersectional_probing import *
 from vlbias_nb.paths import MissingDataError
 
 def test_clip_filter_on_planted_scores():
@@ -64,7 +64,7 @@ def test_real_benchmark_loaders_on_tiny_files(tmp_path):
     "VisoGender/PATA loaders read the authors' layouts; missing files name the path and what to download."
     import pytest
     from PIL import Image
-    from vlbias_nb.intersectional_probing import load_visogender, load_pata
+    from vlbias_nb.papers.social_counterfactuals.intersectional_probing import load_visogender, load_pata
     from vlbias_nb.paths import MissingDataError
     (tmp_path / "OO").mkdir(); (tmp_path / "images").mkdir()
     (tmp_path / "OO" / "OO_Visogender_02102023.tsv").write_text(
@@ -87,7 +87,7 @@ def test_real_benchmark_loaders_on_tiny_files(tmp_path):
 ])
 def test_attribute_codes_hand_examples(segment, a1, a2, codes):
     "Code = index(a1)·|A2| + index(a2) in the segment's lists (§4.1), by hand for each segment; K = |A1|·|A2|."
-    from vlbias_nb.intersectional_probing import attribute_codes, pair_labels, segment_values
+    from vlbias_nb.papers.social_counterfactuals.intersectional_probing import attribute_codes, pair_labels, segment_values
     assert attribute_codes(segment, a1, a2).tolist() == codes
     A1, A2 = segment_values(segment)
     assert len(pair_labels(segment)) == len(A1) * len(A2) == {"race_gender": 12, "physical_gender": 28, "physical_race": 84}[segment]
@@ -96,8 +96,8 @@ def test_attribute_codes_hand_examples(segment, a1, a2, codes):
 @pytest.mark.parametrize("segment", ["race_gender", "physical_gender", "physical_race"])
 def test_attribute_codes_are_set_positions(segment):
     "With the smoke subset of physical characteristics too, an image's code is its position in the counterfactual set."
-    from vlbias_nb.counterfactual_captions import caption_sets
-    from vlbias_nb.intersectional_probing import attribute_codes
+    from vlbias_nb.papers.social_counterfactuals.counterfactual_captions import caption_sets
+    from vlbias_nb.papers.social_counterfactuals.intersectional_probing import attribute_codes
     for attrs in (None, {"physical": ["young", "old"]}):
         cs = caption_sets(segment, occupations=["nurse", "pilot"], prefixes=["a", "A photo of a"], attributes=attrs)
         assert attribute_codes(segment, cs.a1, cs.a2, attrs).tolist() == cs.position.tolist()
@@ -159,10 +159,10 @@ def test_finetuning_on_planted_counterfactuals_reduces_withheld_max_skew():
 
 def test_default_models_and_segments():
     "Smoke probes every tiny zoo model and all three segments; the full profile every zoo model the paper uses."
-    from vlbias_nb.models import MODEL_REGISTRY
-    from vlbias_nb.runner import analysis_notebooks, notebook_parameters
-    from vlbias_nb.profiles import profile_overrides
-    from vlbias_nb.counterfactual_captions import SEGMENTS
+    from vlbias_nb.zoo.models import MODEL_REGISTRY
+    from vlbias_nb.run.runner import analysis_notebooks, notebook_parameters
+    from vlbias_nb.run.profiles import profile_overrides
+    from vlbias_nb.papers.social_counterfactuals.counterfactual_captions import SEGMENTS
     params = notebook_parameters(analysis_notebooks()["social_counterfactuals"])
     tiny = [n for n, s in MODEL_REGISTRY.items() if s.random_init]
     assert params["models"].default == tiny and len(tiny) == 5

@@ -7,11 +7,11 @@ import pytest
 import torch
 from PIL import Image
 import open_clip
-from vlbias_nb import models as M
-from vlbias_nb.models import (MODEL_REGISTRY, FAMILIES, ModelSpec, UnknownModelError, MissingWeightsError, load_model,
+import vlbias_nb.zoo.models as M
+from vlbias_nb.zoo.models import (MODEL_REGISTRY, FAMILIES, ModelSpec, UnknownModelError, MissingWeightsError, load_model,
                               resolve_model, locate_weights, ensure_weights, list_models, TINY_CLIP_ARCH, HF_MODEL_CLASSES,
                               tiny_hf_model, to_pil)
-from vlbias_nb.zero_shot import (class_prompts, zero_shot_classifier, zero_shot_predict, ZeroShotClassifier,
+from vlbias_nb.methods.zero_shot import (class_prompts, zero_shot_classifier, zero_shot_predict, ZeroShotClassifier,
                                  PROMPT_ARRAY_TEMPLATE, AGARWAL_HARMFUL_CLASSES)
 from vlbias_nb.paths import MissingDataError, has_shared, shared_path
 from conftest import requires_shared
@@ -201,7 +201,7 @@ def test_tiny_on_real_coco_images(tiny):
 @requires_shared("coco-mini/annotations/captions_val2017.json")
 def test_tiny_end_to_end_on_coco_mini_captions_and_images(tiny):
     "The real coco-mini captions and photos through the tiny model: unit vectors, batch-size invariant, matched shapes."
-    from vlbias_nb.data import load_coco_captions
+    from vlbias_nb.data.coco import load_coco_captions
     caps = load_coco_captions(shared_path("coco-mini/annotations/captions_val2017.json"))
     first = caps.captions.groupby("image_id").caption.first()
     files = [shared_path(COCO_VAL) / caps.images.set_index("id").file_name[i] for i in first.index[:12]]
@@ -215,7 +215,7 @@ def test_tiny_end_to_end_on_coco_mini_captions_and_images(tiny):
 
 @requires_shared(COCO_VAL)
 def test_encode_image_accepts_lazy_image_lists(tiny):
-    from vlbias_nb.data import LazyImages
+    from vlbias_nb.data.coco import LazyImages
     files = coco_files(4)
     lazy = LazyImages(shared_path(COCO_VAL), [os.path.basename(f) for f in files])
     np.testing.assert_allclose(tiny.encode_image(lazy), tiny.encode_image(files), atol=1e-6)
@@ -307,7 +307,7 @@ def test_zero_shot_prompt_ensembling(tiny):
 
 @requires_shared(COCO_VAL)
 def test_zero_shot_predict_end_to_end(tiny, tmp_path):
-    from vlbias_nb.embedding_cache import EmbeddingCache
+    from vlbias_nb.methods.embedding_cache import EmbeddingCache
     names = ["man", "woman"] + AGARWAL_HARMFUL_CLASSES["crime-related"]
     clf = zero_shot_classifier(tiny, names)
     df = zero_shot_predict(tiny, coco_files(6), clf, cache=EmbeddingCache(tmp_path))
@@ -333,7 +333,7 @@ def test_real_model_matches_coco_captions(name):
     "With real weights present: each of 12 COCO photos is matched to its own caption well above chance."
     if locate_weights(MODEL_REGISTRY[name]) is None: pytest.skip(f"weights of {name} not on this machine")
     if not has_shared(COCO_VAL): pytest.skip("coco-mini not available (set VLBIAS_DATA)")
-    from vlbias_nb.data import load_coco_captions
+    from vlbias_nb.data.coco import load_coco_captions
     caps = load_coco_captions(shared_path("coco-mini/annotations/captions_val2017.json"))
     first = caps.captions.drop_duplicates("image_id").merge(caps.images, left_on="image_id", right_on="id").head(12)
     m = load_model(name, allow_download=False)

@@ -5,9 +5,9 @@ from nbdev.test import test_nb as run_notebook_tests
 from vlbias_nb.paths import project_root
 
 ROOT = project_root()
-LIB_NBS = sorted(p for p in (ROOT / "nbs").glob("*.ipynb"))
+LIB_NBS = sorted(p for p in (ROOT / "nbs").rglob("[0-9]*.ipynb") if "analyses" not in p.relative_to(ROOT / "nbs").parts)
 
-@pytest.mark.parametrize("nb", LIB_NBS, ids=[p.name for p in LIB_NBS])
+@pytest.mark.parametrize("nb", LIB_NBS, ids=[p.relative_to(ROOT / "nbs").as_posix() for p in LIB_NBS])
 def test_library_notebook_runs(nb):
     ok, secs = run_notebook_tests(nb, skip_flags=["slow", "gpu"], force_flags=[], do_print=False)
     assert ok, f"{nb.name} failed under nbdev_test"
@@ -19,9 +19,10 @@ def test_package_in_sync_with_notebooks(tmp_path):
     shutil.copytree(ROOT / "vlbias_nb", tmp_path / "vlbias_nb", ignore=shutil.ignore_patterns("__pycache__"))
     r = subprocess.run(["nbdev_export"], cwd=tmp_path, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    for f in sorted((ROOT / "vlbias_nb").glob("*.py")):
-        assert filecmp.cmp(f, tmp_path / "vlbias_nb" / f.name, shallow=False), f"{f.name} differs from its notebook: run nbdev_export"
-    extra = {p.name for p in (tmp_path / "vlbias_nb").glob("*.py")} - {p.name for p in (ROOT / "vlbias_nb").glob("*.py")}
+    rel = lambda root: {p.relative_to(root).as_posix() for p in root.rglob("*.py") if "__pycache__" not in p.parts}
+    for f in sorted(rel(ROOT / "vlbias_nb")):
+        assert filecmp.cmp(ROOT / "vlbias_nb" / f, tmp_path / "vlbias_nb" / f, shallow=False), f"{f} differs from its notebook: run nbdev_export"
+    extra = rel(tmp_path / "vlbias_nb") - rel(ROOT / "vlbias_nb")
     assert not extra, f"notebooks export modules missing from the package: {extra}"
 
 def test_notebooks_are_clean(tmp_path):

@@ -1,8 +1,8 @@
 "Prompt Array: prompts, bias measures, prompt tokens (EOT pooling), the adversarial step, token save/load."
 import copy, math
 import numpy as np, pandas as pd, pytest, torch, torch.nn.functional as F
-from vlbias_nb.models import load_model, OpenClipModel
-from vlbias_nb.prompt_array import (train_prompts, test_prompts as tab1_test_prompts, make_prompts, prompt_bias, aggregate_bias, random_ranking_bias,
+from vlbias_nb.zoo.models import load_model, OpenClipModel
+from vlbias_nb.papers.prompt_array.debiasing import (train_prompts, test_prompts as tab1_test_prompts, make_prompts, prompt_bias, aggregate_bias, random_ranking_bias,
     prompted_text_features, PromptTokens, Adversary, DebiasSetup, adversary_step, model_step, adaptation_parameters,
     save_debias_tokens, load_debiased_model, attach_debias_tokens, read_debias_tokens, parse_debias_name, itc_loss,
     harmful_misclassification, harmful_class_set, TRAIN_CONCEPTS)
@@ -97,7 +97,7 @@ def test_token_save_load_roundtrip(tiny, tmp_path):
 
 def test_token_load_wrong_architecture_fails(tiny, tmp_path):
     import open_clip, json
-    from vlbias_nb.models import TINY_CLIP_CONFIG, ModelSpec
+    from vlbias_nb.zoo.models import TINY_CLIP_CONFIG, ModelSpec
     p = save_debias_tokens(tmp_path / "t.pt", tiny, PromptTokens(tiny.model, 2))
     cfg = copy.deepcopy(TINY_CLIP_CONFIG); cfg["text_cfg"]["width"] = 48; cfg["text_cfg"]["heads"] = 2
     (tmp_path / "other-tiny.json").write_text(json.dumps(cfg)); open_clip.add_model_config(tmp_path / "other-tiny.json")
@@ -124,7 +124,7 @@ def test_harmful_rates_hand_worked():
 
 def test_debias_zoo_name(tiny, tmp_path):
     "load_model('debias:<base>:<tokens>') returns the DebiasCLIP: same as the DebiasedView, different from the base."
-    from vlbias_nb.prompt_array import DebiasedView
+    from vlbias_nb.papers.prompt_array.debiasing import DebiasedView
     pt = PromptTokens(tiny.model, 2)
     with torch.no_grad(): pt.embeds.add_(torch.randn_like(pt.embeds, generator=torch.Generator().manual_seed(0)))
     p = save_debias_tokens(tmp_path / "tok.pt", tiny, pt)
@@ -140,8 +140,8 @@ def test_known_answer_planted_debiasing():
     """Prompt Array smoke known answer: a tiny CLIP fitted on planted faces whose captions tie every concept to men
     ranks men first (MaxSkew/NDKL >> random); debias tokens + ITC halve both on held-out faces and held-out prompts
     (concepts unseen in training) while held-out text->image R@1 keeps >= 80 %."""
-    from vlbias_nb.face_datasets import make_planted_faces, face_images
-    from vlbias_nb.prompt_array import (make_planted_pairs, planted_common_groups, planted_face_captions, pixels_of,
+    from vlbias_nb.data.faces import make_planted_faces, face_images
+    from vlbias_nb.papers.prompt_array.debiasing import (make_planted_pairs, planted_common_groups, planted_face_captions, pixels_of,
         fit_clip_on_pairs, text_to_image_recall, DebiasConfig, train_debias, DebiasedView, TEST_TEMPLATES)
     torch.set_num_threads(2)
     vlm = load_model("tiny-clip", device="cpu", seed=0)
@@ -197,17 +197,17 @@ def _fake_flickr30k(root, n_train=6, n_test=4):
     return root
 
 def _real_cfg(**kw):
-    from vlbias_nb.prompt_array import DebiasConfig
+    from vlbias_nb.papers.prompt_array.debiasing import DebiasConfig
     return DebiasConfig(**{**dict(lr_model=1e-2, lr_adversary=1e-2, batch_size=8, itc_batch_size=4, adv_warmup_epochs=1,
                                   alternate_batches=2, n_model_steps=6, eval_every=3, itc_lambda=0.5, seed=1), **kw})
 
 def test_real_data_training_on_fake_fairface(tmp_path, monkeypatch):
     """FairFace train (gender) + Flickr30k train (ITC) from fake folders found by root 'auto': features computed once
     through the embedding cache, tokens trained on them, saved, loadable, and equal to training on the pixels."""
-    from vlbias_nb.face_datasets import load_fairface, FAIRFACE_ENV
-    from vlbias_nb.downstream import load_flickr30k, FLICKR30K_ENV
-    from vlbias_nb.embedding_cache import EmbeddingCache
-    from vlbias_nb.prompt_array import (train_debias_on_faces, train_debias, image_features_of, itc_pairs_of, pixels_of,
+    from vlbias_nb.data.faces import load_fairface, FAIRFACE_ENV
+    from vlbias_nb.methods.downstream import load_flickr30k, FLICKR30K_ENV
+    from vlbias_nb.methods.embedding_cache import EmbeddingCache
+    from vlbias_nb.papers.prompt_array.debiasing import (train_debias_on_faces, train_debias, image_features_of, itc_pairs_of, pixels_of,
                                         DebiasedView, zero_pad_tokens)
     from vlbias_nb.paths import resolve_data_root
     monkeypatch.setenv(FAIRFACE_ENV, str(_fake_fairface(tmp_path / "ff")))
@@ -246,7 +246,7 @@ def test_real_data_training_on_fake_fairface(tmp_path, monkeypatch):
     assert not torch.allclose(res_px.prompt.embeds, zero_pad_tokens(vlm.model, 2), atol=1e-3)
 
 def test_features_refused_when_image_tower_trains(tiny):
-    from vlbias_nb.prompt_array import train_debias
+    from vlbias_nb.papers.prompt_array.debiasing import train_debias
     v = copy.deepcopy(tiny)
     feats = F.normalize(torch.randn(8, 32), dim=-1)
     for target in ["projection", "full"]:
@@ -269,7 +269,7 @@ def test_analysis_notebook_real_data_section_on_fake_folders(tmp_path):
     """The analysis notebook on the real data source end to end (papermill, about a minute): tiny steps, untrained tiny
     CLIP, fake FairFace + UTKFace + Flickr30k folders. Every section (App. C WEAT, Tab. 6, debiasing, CLIP-clip / Fig. 2,
     Tab. 4 with a UTKFace-trained row, Tab. 7) runs on the real source, with the paper's values beside ours."""
-    from vlbias_nb.runner import run_notebook, analysis_notebooks
+    from vlbias_nb.run.runner import run_notebook, analysis_notebooks
     ff, fl = _fake_fairface(tmp_path / "ff", 40, 16), _fake_flickr30k(tmp_path / "fl", 8, 6)
     utk = _fake_utkface(tmp_path / "utk", 24)
     small = dict(fit_planted=False, n_planted_train=64, n_planted_test=64, n_pairs_test=32, n_model_steps=10,
@@ -327,8 +327,8 @@ def test_analysis_notebook_real_data_section_on_fake_folders(tmp_path):
 def test_released_debias_tokens_by_zoo_name(tmp_path, monkeypatch):
     "The authors' released tokens load by zoo name from $VLBIAS_MODELS/debias; missing file without downloads: clear error."
     import torch
-    from vlbias_nb.models import load_model, MissingWeightsError
-    from vlbias_nb.prompt_array import RELEASED_DEBIAS_TOKENS, DebiasedView
+    from vlbias_nb.zoo.models import load_model, MissingWeightsError
+    from vlbias_nb.papers.prompt_array.debiasing import RELEASED_DEBIAS_TOKENS, DebiasedView
     monkeypatch.setenv("VLBIAS_MODELS", str(tmp_path)); monkeypatch.setenv("VLBIAS_ALLOW_DOWNLOAD", "0")
     monkeypatch.setitem(RELEASED_DEBIAS_TOKENS, "test-tiny", dict(base="tiny-clip", n_tokens=2, attribute="gender",
                                                                   sha256=None, url="http://example.org/a/tiny_tokens.pt"))
@@ -344,7 +344,7 @@ def test_released_debias_tokens_by_zoo_name(tmp_path, monkeypatch):
 # --- the training schedule, early stopping, and what each adaptation target trains (Tab. 7) ---------------------------
 
 def _sched_cfg(**kw):
-    from vlbias_nb.prompt_array import DebiasConfig
+    from vlbias_nb.papers.prompt_array.debiasing import DebiasConfig
     return DebiasConfig(**{**dict(lr_model=1e-2, lr_adversary=1e-2, batch_size=8, adv_warmup_epochs=2, alternate_batches=10,
                                   n_model_steps=25, eval_every=5, itc_lambda=0.0, seed=0), **kw})
 
@@ -355,7 +355,7 @@ def _sched_data(n=16):
 def test_schedule_warmup_then_alternating_ten(tiny):
     """App. F: two epochs of adversary-only warm-up (16 faces / batch 8 = 2 batches an epoch -> 4 batches), then 10
     adversary batches and 10 model batches alternately; the model steps are numbered 1..n_model_steps."""
-    from vlbias_nb.prompt_array import train_debias
+    from vlbias_nb.papers.prompt_array.debiasing import train_debias
     px, a = _sched_data()
     r = train_debias(copy.deepcopy(tiny), px, a, config=_sched_cfg(), progress=False)
     assert r.history.phase.tolist() == ["warmup"] * 4 + (["adversary"] * 10 + ["model"] * 10) * 2 + ["adversary"] * 10 + ["model"] * 5
@@ -370,7 +370,7 @@ def test_schedule_warmup_then_alternating_ten(tiny):
 def test_adam_beta1_reaches_both_optimisers(tiny):
     """`adam_beta1` is Adam's β1 of the tokens and of the adversary: the same β1 gives the same run, another β1 other
     tokens and, from the adversary's second batch on, other adversary losses (Adam's first step, g/|g|, ignores β1)."""
-    from vlbias_nb.prompt_array import train_debias
+    from vlbias_nb.papers.prompt_array.debiasing import train_debias
     px, a = _sched_data()
     run = lambda b1: train_debias(copy.deepcopy(tiny), px, a, config=_sched_cfg(n_model_steps=5, adam_beta1=b1), progress=False)
     r9, r9b, r5 = run(0.9), run(0.9), run(0.5)
@@ -390,7 +390,7 @@ def test_early_stop_below_half_returns_last_tokens_above(tiny, keep_best):
     """App. F early stopping: downstream 1.0 at step 0, then 0.9, 0.7, 0.55 (>= 50 %) and 0.45 (< 50 %) at steps 5..20:
     training stops at step 20, and the tokens returned are step 15's (the last evaluation above the threshold), not
     step 20's, also without keep-best selection."""
-    from vlbias_nb.prompt_array import train_debias
+    from vlbias_nb.papers.prompt_array.debiasing import train_debias
     px, a = _sched_data()
     seen = []
     r = train_debias(copy.deepcopy(tiny), px, a, config=_sched_cfg(n_model_steps=200, keep_best=keep_best),
@@ -401,7 +401,7 @@ def test_early_stop_below_half_returns_last_tokens_above(tiny, keep_best):
 
 def test_early_stop_reference_and_no_stop(tiny):
     "The threshold is half of `reference_downstream` when given; scores that stay above it never stop training."
-    from vlbias_nb.prompt_array import train_debias
+    from vlbias_nb.papers.prompt_array.debiasing import train_debias
     px, a = _sched_data()
     seen = []
     r = train_debias(copy.deepcopy(tiny), px, a, config=_sched_cfg(n_model_steps=20), evaluate=_falling([0.5, 0.5, 0.5, 0.5, 0.5], seen),
@@ -418,7 +418,7 @@ def test_early_stop_reference_and_no_stop(tiny):
 def test_adaptation_target_trains_only_itself(tiny, target, moved):
     """Tab. 7: each row adapts one thing. 'prompt' trains two tokens and leaves CLIP untouched; every other target
     trains its CLIP weights and no tokens (the projection row moves exactly the two projections)."""
-    from vlbias_nb.prompt_array import train_debias, zero_pad_tokens
+    from vlbias_nb.papers.prompt_array.debiasing import train_debias, zero_pad_tokens
     px, a = _sched_data()
     v = copy.deepcopy(tiny)
     r = train_debias(v, px, a, config=_sched_cfg(target=target, n_model_steps=10, lr_model=1e-3), progress=False)
@@ -436,8 +436,8 @@ def test_adaptation_target_trains_only_itself(tiny, target, moved):
 
 def test_lazy_pixels_equal_tensor_training(tiny):
     "LazyPixels (per-batch preprocessing from image files / PIL) gives the same run as the preprocessed tensor."
-    from vlbias_nb.prompt_array import train_debias, LazyPixels, pixels_of
-    from vlbias_nb.face_datasets import make_planted_faces, face_images
+    from vlbias_nb.papers.prompt_array.debiasing import train_debias, LazyPixels, pixels_of
+    from vlbias_nb.data.faces import make_planted_faces, face_images
     faces = make_planted_faces(16, seed=0)
     v1, v2 = copy.deepcopy(tiny), copy.deepcopy(tiny)
     cfg = _sched_cfg(target="projection", n_model_steps=5)

@@ -6,14 +6,14 @@ import numpy as np, pandas as pd
 from pathlib import Path
 from PIL import Image
 from conftest import requires_shared
-from vlbias_nb.runner import (main, run_notebook, reproduce, resolve_parameters, analysis_notebooks, notebook_parameters,
+from vlbias_nb.run.runner import (main, run_notebook, reproduce, resolve_parameters, analysis_notebooks, notebook_parameters,
                               prepare_run, is_up_to_date, publish_outputs, output_lock, ParameterError, MissingInputError,
                               RunEnvironmentError, OutputBusyError, format_parameters)
-from vlbias_nb.generation import run_generation, GenerationManifest, CorruptManifestError
+from vlbias_nb.methods.generation import run_generation, GenerationManifest, CorruptManifestError
 from vlbias_nb.paths import atomic_path, process_tag
 
 NOTEBOOKS = analysis_notebooks()
-CLI = [sys.executable, "-m", "vlbias_nb.runner"]
+CLI = [sys.executable, "-m", "vlbias_nb.run.runner"]
 
 def _nb(folder, name, cells):
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(cells[0], metadata={"tags": ["parameters"]})] +
@@ -65,7 +65,7 @@ def test_two_runs_into_one_folder_wait_for_each_other_and_never_mix(tmp_path):
 
 def test_a_busy_folder_is_refused_with_no_wait_naming_the_holder(tmp_path, capsys):
     "Case 1: --no-wait refuses at once (exit 4), naming the run that holds the folder; nothing is written."
-    script = ("import sys, time\nfrom vlbias_nb.runner import output_lock\n"
+    script = ("import sys, time\nfrom vlbias_nb.run.runner import output_lock\n"
               "with output_lock(sys.argv[1], describe={'command': 'vlbias run coco_gender_labels'}): print('held', flush=True); time.sleep(60)")
     holder = subprocess.Popen([sys.executable, "-c", script, str(tmp_path / "coco_gender_labels")], stdout=subprocess.PIPE, text=True)
     try:
@@ -114,7 +114,7 @@ def test_an_empty_path_asks_for_the_planted_data(tmp_path):
 
 def test_coco_source_available_refuses_a_given_missing_path(tmp_path):
     "Case 2, in the library (a notebook run by hand): a given local path that is missing is an error, not planted data."
-    from vlbias_nb.data import coco_source_available
+    from vlbias_nb.data.coco import coco_source_available
     from vlbias_nb.paths import MissingDataError
     with pytest.raises(MissingDataError, match="missing/captions.json' does not exist"):
         coco_source_available(str(tmp_path / "missing/captions.json"))
@@ -230,7 +230,7 @@ def test_part_file_of_a_killed_process_is_removed(tmp_path):
 
 def test_corrupt_generated_image_advice_works(tmp_path):
     "Case 4: the error on a corrupt generated image says to delete it and rerun, and doing so remakes it."
-    from vlbias_nb.data import load_image, CorruptImageError
+    from vlbias_nb.data.coco import load_image, CorruptImageError
     run_generation(ITEMS[:2], _noise, tmp_path, batch_size=2, shard=0, n_shards=1, progress=False)
     first = (tmp_path / "images/k0.png").read_bytes()
     (tmp_path / "images/k0.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * (len(first) - 8))  # same size, not an image
@@ -243,11 +243,11 @@ def test_corrupt_generated_image_advice_works(tmp_path):
 
 def test_parse_errors_name_the_file_and_line(tmp_path, monkeypatch):
     "Case 5: every loader's parse error names the file (and the line where there is one)."
-    from vlbias_nb.gab_activities import load_gab_activities
-    from vlbias_nb.counterfactual_captions import load_released_sets
-    from vlbias_nb.clip_clip import reference_kept_dims
-    from vlbias_nb.prompt_array import read_authors_prompts
-    from vlbias_nb.data import load_coco_captions
+    from vlbias_nb.papers.gab.activities import load_gab_activities
+    from vlbias_nb.papers.social_counterfactuals.counterfactual_captions import load_released_sets
+    from vlbias_nb.methods.clip_clip import reference_kept_dims
+    from vlbias_nb.papers.prompt_array.debiasing import read_authors_prompts
+    from vlbias_nb.data.coco import load_coco_captions
     monkeypatch.setenv("VLBIAS_DATA", str(tmp_path))
     f = tmp_path / "activities.json"; f.write_text('{"actions": {"phaze1": [')
     with pytest.raises(ValueError, match=rf"GAB activity file {f} is not valid JSON \(line 1"): load_gab_activities(f)
@@ -267,9 +267,9 @@ def test_parse_errors_name_the_file_and_line(tmp_path, monkeypatch):
 
 def test_other_loaders_name_the_file_too(tmp_path):
     "Case 5: the data-set loaders a full-profile run reads name the file of a parse error as well."
-    from vlbias_nb.face_datasets import load_fairface
-    from vlbias_nb.intersectional_probing import load_pata
-    from vlbias_nb.captioning_bias import load_attribute_annotations, load_generated_captions
+    from vlbias_nb.data.faces import load_fairface
+    from vlbias_nb.papers.social_counterfactuals.intersectional_probing import load_pata
+    from vlbias_nb.papers.lic.captioning_bias import load_attribute_annotations, load_generated_captions
     (tmp_path / "fairface_label_val.csv").write_text("file,age,gender,race\nval/1.jpg,20-29,Male,White\nval/2.jpg,20-29,Male,White,x,y\n")
     with pytest.raises(ValueError, match=f"FairFace label file {tmp_path / 'fairface_label_val.csv'} cannot be read as CSV"):
         load_fairface("val", tmp_path)
@@ -329,7 +329,7 @@ def _full_html(path, *a, **k): raise OSError(errno.ENOSPC, "No space left on dev
 
 def test_disk_full_while_the_html_is_written_keeps_the_finished_notebook(demo, tmp_path, monkeypatch):
     "Case 6 (injected ENOSPC): one error naming the HTML file; the finished notebook is kept in failed/, the good run too."
-    import vlbias_nb.runner as runner
+    import vlbias_nb.run.runner as runner
     out = tmp_path / "out"
     good = run_notebook(demo, out_root=out, progress=False)
     before = {p.name: p.read_bytes() for p in good.rglob("*") if p.is_file()}
@@ -442,8 +442,8 @@ def test_missing_weights_say_how_to_provide_them(tmp_path):
 def test_every_parameter_declares_what_it_allows():
     """Every numeric parameter of the analysis notebooks has a range, every device/path/model parameter a kind, and every
     default and full-profile value satisfies its declarations."""
-    from vlbias_nb.runner import check_parameter_value
-    from vlbias_nb.profiles import PROFILES
+    from vlbias_nb.run.runner import check_parameter_value
+    from vlbias_nb.run.profiles import PROFILES
     for name, path in NOTEBOOKS.items():
         ps = notebook_parameters(path)
         for p in ps.values():

@@ -8,9 +8,9 @@ from hypothesis import given, settings, strategies as st
 from sklearn.metrics.pairwise import cosine_similarity
 from conftest import requires_shared
 from vlbias_nb.metrics import bias_at_k, max_skew_at_k, top_k_indices
-from vlbias_nb.synthetic import make_planted_coco, PlantedContext, DEFAULT_CONTEXTS
+from vlbias_nb.data.synthetic import make_planted_coco, PlantedContext, DEFAULT_CONTEXTS
 from vlbias_nb.text import gender_labels, label_counts
-from vlbias_nb.retrieval_baselines import (
+from vlbias_nb.papers.gensynth.retrieval_baselines import (
     top_k_exact, table1_metrics, table1_row, TfidfScorer, EmbeddingScorer, RandomScorer, tfidf_matrix,
     random_bias_at_k_expectation, random_max_skew_expectation, random_table1_expectation, balanced_subsample,
     balanced_counts, tfidf_table1_metrics, random_table1_metrics, embedding_table1_metrics, balanced_table1,
@@ -179,7 +179,7 @@ CAPTIONS = "coco/annotations/captions_val2017.json"
 
 @pytest.fixture(scope="module")
 def coco():
-    from vlbias_nb.data import load_coco_captions
+    from vlbias_nb.data.coco import load_coco_captions
     from vlbias_nb.paths import shared_path
     c = load_coco_captions(shared_path(CAPTIONS))
     return c.captions, gender_labels(c.captions_by_image()), gender_labels_whitespace(c.captions_by_image())

@@ -2,9 +2,9 @@
 import json, subprocess, sys, pytest, nbformat
 import pandas as pd
 from pathlib import Path
-from vlbias_nb.runner import (main, run_notebook, reproduce, notebook_parameters, analysis_notebooks, resolve_parameters,
+from vlbias_nb.run.runner import (main, run_notebook, reproduce, notebook_parameters, analysis_notebooks, resolve_parameters,
                               ParameterError, NotebookFailed, publish_outputs, format_parameters, parameters_cell)
-from vlbias_nb.profiles import PROFILES
+from vlbias_nb.run.profiles import PROFILES
 
 def _nb(folder, name, cells):
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(cells[0], metadata={"tags": ["parameters"]})] +
@@ -115,7 +115,7 @@ def test_example_analysis_without_shared_data(tmp_path, monkeypatch):
 
 def test_full_profile_values_have_the_declared_types():
     "Every analysis notebook accepts the full profile's values (types checked like `-p` overrides)."
-    from vlbias_nb.runner import resolve_parameters
+    from vlbias_nb.run.runner import resolve_parameters
     for name, path in analysis_notebooks().items():
         assert isinstance(resolve_parameters(path, "full"), dict), name
 

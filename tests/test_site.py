@@ -6,12 +6,12 @@ import pytest
 from pathlib import Path
 from vlbias_nb.paths import project_root
 from vlbias_nb.report import paper_items, papers, published_ledgers, ledger_by_item, ledger_summary, summary_markdown
-from vlbias_nb.site import (process_docs, absolute_paths, site_navigation, notebook_front_matter, README_START,
+from vlbias_nb.run.site import (process_docs, absolute_paths, site_navigation, notebook_front_matter, README_START,
                             README_END, RUN_RECORD_TAG)
 
 ROOT = project_root()
-ANALYSES = sorted((ROOT / "nbs" / "analyses").glob("[0-9]*.ipynb"))
-LIBRARY = sorted((ROOT / "nbs").glob("[0-9]*.ipynb"))
+ANALYSES = sorted((ROOT / "nbs" / "analyses").rglob("[0-9]*.ipynb"))
+LIBRARY = sorted(p for p in (ROOT / "nbs").rglob("[0-9]*.ipynb") if "analyses" not in p.relative_to(ROOT / "nbs").parts)
 
 def _src(c): return "".join(c["source"]) if isinstance(c["source"], list) else c["source"]
 def _nb(p): return json.loads(Path(p).read_text(encoding="utf-8"))
@@ -63,7 +63,7 @@ def test_home_page_is_the_results_ledger(proc):
 
 def test_every_analysis_page_carries_its_results(proc):
     for src in ANALYSES:
-        nb = _nb(proc / "analyses" / src.name)
+        nb = _nb(proc / src.relative_to(ROOT / "nbs"))
         outs = [o for c in nb["cells"] for o in c.get("outputs", [])]
         assert any(_has_figure(o) for o in outs), f"{src.name}: no figure output"
         assert any(_has_table(o) for o in outs), f"{src.name}: no HTML table output"
@@ -108,7 +108,7 @@ def test_analyses_declare_paper_and_are_not_executed_by_nbdev():
 def test_navigation_lists_results_then_analyses_by_paper_then_library():
     committed = (ROOT / "nbs" / "sidebar.yml").read_text(encoding="utf-8")
     import yaml
-    assert yaml.safe_load(committed) == site_navigation(), "nbs/sidebar.yml is stale: run vlbias_nb.site.write_navigation()"
+    assert yaml.safe_load(committed) == site_navigation(), "nbs/sidebar.yml is stale: run vlbias_nb.run.site.write_navigation()"
     side = site_navigation()["website"]["sidebar"]["contents"]
     assert side[0]["href"] == "index.ipynb" and side[1]["section"] == "Analyses" and side[2]["section"] == "Library reference"
     assert sum(len(s["contents"]) for s in side[1]["contents"]) == len(ANALYSES)

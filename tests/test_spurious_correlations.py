@@ -3,10 +3,10 @@ import numpy as np, pandas as pd, pytest
 from hypothesis import given, settings, strategies as st
 from PIL import Image
 from conftest import requires_shared
-from vlbias_nb.synthetic import make_planted_coco
+from vlbias_nb.data.synthetic import make_planted_coco
 from vlbias_nb.text import gender_labels
-from vlbias_nb.caption_embeddings import load_sentence_encoder, caption_embeddings_by_image
-from vlbias_nb.spurious_correlations import (
+from vlbias_nb.methods.caption_embeddings import load_sentence_encoder, caption_embeddings_by_image
+from vlbias_nb.papers.gensynth.spurious_correlations import (
     kmeans_clusters, male_overrepresentation, planted_delta_m, cluster_purity, adjusted_rand, match_clusters,
     lda_top_words, lda_tokens, lda_salient_words, gender_targets, split_images, roc_auc, classifier_auc, image_documents,
     tfidf_features, person_box_pixels, mask_person_boxes, gendered_images, PersonMaskedImages, load_image_featurizer,
@@ -179,7 +179,7 @@ def _check_masked(orig: np.ndarray, masked: np.ndarray, boxes):
 @requires_shared("coco-mini/annotations/instances_val2017.json")
 @pytest.mark.parametrize("split", ["train2017", "val2017"])
 def test_person_masking_on_real_coco_mini_boxes(split):
-    from vlbias_nb.data import load_coco_instances, load_coco_captions, load_image
+    from vlbias_nb.data.coco import load_coco_instances, load_coco_captions, load_image
     from vlbias_nb.paths import shared_path
     inst = load_coco_instances(shared_path(f"coco-mini/annotations/instances_{split}.json"))
     files = inst.images.set_index("id").file_name

@@ -1,8 +1,8 @@
 import numpy as np, pytest
 from hypothesis import given, strategies as st, settings
-from vlbias_nb.synthetic import make_planted_coco, PlantedContext, DEFAULT_CONTEXTS, write_planted_coco
+from vlbias_nb.data.synthetic import make_planted_coco, PlantedContext, DEFAULT_CONTEXTS, write_planted_coco
 from vlbias_nb.text import gender_labels
-from vlbias_nb.data import load_coco_captions
+from vlbias_nb.data.coco import load_coco_captions
 
 @settings(max_examples=25, deadline=None)
 @given(st.lists(st.floats(0, 1), min_size=1, max_size=5), st.integers(40, 400), st.floats(0, 0.8), st.integers(0, 10**6))
@@ -51,7 +51,7 @@ def test_overall_imbalance_is_planted(shares, target, seed):
     assert (np.diff(planted[order_in]) >= -1e-12).all()
 
 def test_instances_round_trip_and_boxes_inside_images(tmp_path):
-    from vlbias_nb.data import load_coco_instances
+    from vlbias_nb.data.coco import load_coco_instances
     p = make_planted_coco(n_images=30, seed=2, image_dir=tmp_path / "img", image_size=64)
     paths = write_planted_coco(p, tmp_path)
     inst = load_coco_instances(paths["instances"])

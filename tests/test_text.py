@@ -59,7 +59,7 @@ def test_swap_rejects_bad_target():
 
 @requires_shared("coco/annotations/captions_val2017.json")
 def test_real_coco_val_label_counts_near_paper():
-    from vlbias_nb.data import load_coco_captions
+    from vlbias_nb.data.coco import load_coco_captions
     from vlbias_nb.paths import shared_path
     c = label_counts(gender_labels(load_coco_captions(shared_path("coco/annotations/captions_val2017.json")).captions_by_image()))
     assert c == {"male": 1220, "female": 514, "undefined": 3266}   # ours; paper: 1275 / 539 / 3186
