@@ -31,7 +31,7 @@ def test_transformers_mean_pooling_matches_sentence_transformers(minilm):
 
 def test_tiny_transformers_folder_mean_pooling(tmp_path):
     from transformers import BertConfig, BertModel
-    from vlbias_nb.zoo.models import tiny_tokenizer
+    from vlbias_nb.zoo.factory import tiny_tokenizer
     tok = tiny_tokenizer()
     torch.manual_seed(0)
     m = BertModel(BertConfig(vocab_size=len(tok.vocab), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,

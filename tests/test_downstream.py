@@ -165,7 +165,7 @@ def test_recall_bad_input(args, msg):
 
 
 def test_flickr_end_to_end_tiny_clip(tmp_path):
-    from vlbias_nb.zoo.models import load_model
+    from vlbias_nb.zoo.factory import load_model
     tiny = load_model("tiny-clip", device="cpu")
     f = load_flickr30k(fake_flickr(tmp_path))
     T, V = tiny.encode_text(f.captions), tiny.encode_image(f.images)
@@ -358,7 +358,7 @@ def test_zero_shot_accuracy_single_template():
 
 
 def test_zero_shot_accuracy_tiny_clip_brute_force(tmp_path):
-    from vlbias_nb.zoo.models import load_model
+    from vlbias_nb.zoo.factory import load_model
     from vlbias_nb.methods.embedding_cache import EmbeddingCache
     tiny = load_model("tiny-clip", device="cpu")
     root, _, labels = fake_cifar(tmp_path, n=10)

@@ -7,7 +7,7 @@ import torch
 from PIL import Image
 import vlbias_nb.methods.embedding_cache as EC
 from vlbias_nb.methods.embedding_cache import EmbeddingCache, default_cache_dir, text_key, image_key, CACHE_ENV
-from vlbias_nb.zoo.models import load_model
+from vlbias_nb.zoo.factory import load_model
 from vlbias_nb.paths import project_root, shared_path
 from conftest import requires_shared
 
@@ -55,7 +55,7 @@ def test_text_reuse_exact_and_partial(tiny, tmp_path):
 def test_reuse_across_cache_instances_and_processes(tiny, tmp_path):
     "What one process (a notebook) wrote, another reads without computing anything."
     code = textwrap.dedent(f"""
-        from vlbias_nb.zoo.models import load_model
+        from vlbias_nb.zoo.factory import load_model
         from vlbias_nb.methods.embedding_cache import EmbeddingCache
         EmbeddingCache({str(tmp_path)!r}).encode_text(load_model("tiny-clip", device="cpu"), ["a cat on a mat", "a dog"])
     """)

@@ -7,10 +7,13 @@ import pytest
 import torch
 from PIL import Image
 import open_clip
-import vlbias_nb.zoo.models as M
-from vlbias_nb.zoo.models import (MODEL_REGISTRY, FAMILIES, ModelSpec, UnknownModelError, MissingWeightsError, load_model,
-                              resolve_model, locate_weights, ensure_weights, list_models, TINY_CLIP_ARCH, HF_MODEL_CLASSES,
-                              tiny_hf_model, to_pil)
+import vlbias_nb.zoo.weights as W
+import vlbias_nb.zoo.vlm as V
+import vlbias_nb.zoo.factory as FZ
+from vlbias_nb.zoo.registry import MODEL_REGISTRY, FAMILIES, ModelSpec, UnknownModelError, MissingWeightsError, resolve_model, list_models, HF_MODEL_CLASSES
+from vlbias_nb.zoo.factory import load_model, tiny_hf_model
+from vlbias_nb.zoo.weights import locate_weights, ensure_weights
+from vlbias_nb.zoo.vlm import TINY_CLIP_ARCH, to_pil
 from vlbias_nb.methods.zero_shot import (class_prompts, zero_shot_classifier, zero_shot_predict, ZeroShotClassifier,
                                  PROMPT_ARRAY_TEMPLATE, AGARWAL_HARMFUL_CLASSES)
 from vlbias_nb.paths import MissingDataError, has_shared, shared_path
@@ -97,7 +100,7 @@ def test_missing_weights_error_names_model_and_remedy(name, no_local_weights):
         if name == "NegCLIP-ViT-B-32": assert "github.com/vinid/neg_clip" in msg and "cannot be downloaded" in msg
         if name == "ALIP-ViT-B-32": assert s.url in msg and "github.com/deepglint/ALIP" in msg and "turned off" in msg
     elif s.tag:
-        src = M.open_clip_weight_sources(s.arch, s.tag)
+        src = W.open_clip_weight_sources(s.arch, s.tag)
         assert f"pretrained='{s.tag}'" in msg and os.path.join(os.environ["VLBIAS_MODELS"], s.arch, s.tag) in msg
         if src["hf_repo"]: assert src["hf_repo"] in msg
         if src["quick_gelu"]: assert f"'{s.arch}-quickgelu'" in msg
@@ -110,7 +113,7 @@ def test_env_var_turns_downloads_off(no_local_weights, monkeypatch):
         load_model("ViT-B-16/openai", cache_dir=no_local_weights)
 
 def test_unreachable_host_fails_fast(no_local_weights, monkeypatch):
-    monkeypatch.setattr(M, "host_reachable", lambda url, timeout=3.0: False)
+    monkeypatch.setattr(W, "host_reachable", lambda url, timeout=3.0: False)
     with pytest.raises(MissingWeightsError, match="cannot be reached"):
         load_model("EVA02-L-14/merged2b_s4b_b131k", allow_download=True, cache_dir=no_local_weights)
     with pytest.raises(MissingWeightsError, match="cannot be reached"):
@@ -118,7 +121,7 @@ def test_unreachable_host_fails_fast(no_local_weights, monkeypatch):
 
 def test_failed_download_becomes_missing_weights(no_local_weights, monkeypatch):
     "Where the host answers but the download fails, the hub's error is wrapped in one MissingWeightsError."
-    monkeypatch.setattr(M, "host_reachable", lambda url, timeout=3.0: True)
+    monkeypatch.setattr(W, "host_reachable", lambda url, timeout=3.0: True)
     def boom(*a, **k): raise RuntimeError("Failed to download weights for tag 'openai': 404")
     monkeypatch.setattr(open_clip, "create_model_and_transforms", boom)
     with pytest.raises(MissingWeightsError, match="downloading failed .*404") as e:
@@ -150,7 +153,7 @@ def test_open_clip_gets_tag_preprocessing_and_quickgelu(name, quick, tmp_path, m
     def fake(arch, pretrained=None, **kw): seen.update(kw, arch=arch, pretrained=pretrained); raise Stop
     monkeypatch.setattr(open_clip, "create_model_and_transforms", fake)
     f = tmp_path / "w.pt"; f.write_bytes(b"0")
-    with pytest.raises(Stop): M._load_open_clip(MODEL_REGISTRY[name], str(f), "cpu", "float32", 0)
+    with pytest.raises(Stop): FZ._load_open_clip(MODEL_REGISTRY[name], str(f), "cpu", "float32", 0)
     assert seen["pretrained"] == str(f) and seen["arch"] == MODEL_REGISTRY[name].arch
     assert seen.get("force_quick_gelu", False) is quick
     assert tuple(seen["image_mean"]) == tuple(open_clip.OPENAI_DATASET_MEAN) and seen["image_interpolation"] == "bicubic"
@@ -229,7 +232,7 @@ def test_low_level_features_are_differentiable(tiny):
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 def test_reduced_precision(dtype):
     m = load_model("tiny-clip", device="cpu", dtype=dtype)
-    assert m.dtype == M.as_dtype(dtype) and m.identity()["dtype"] == dtype
+    assert m.dtype == V.as_dtype(dtype) and m.identity()["dtype"] == dtype
     e = m.encode_text(["a cat"])
     assert e.dtype == np.float32 and abs(np.linalg.norm(e) - 1) < 1e-3
 
@@ -283,7 +286,7 @@ def test_flava_uses_cls_token_projection():
         out = m.model.get_text_features(**tok)
         full = out if isinstance(out, torch.Tensor) else out.pooler_output
         assert full.ndim == 3
-        np.testing.assert_allclose(m.text_features(tok).numpy(), M.l2_normalize(full[:, 0, :]).numpy(), atol=1e-6)
+        np.testing.assert_allclose(m.text_features(tok).numpy(), V.l2_normalize(full[:, 0, :]).numpy(), atol=1e-6)
 
 # ---------------------------------------------------------------- zero-shot classification
 def test_zero_shot_on_planted_embeddings():
@@ -355,7 +358,7 @@ def test_open_clip_weights_found_in_hub_cache(tmp_path, no_local_weights):
     cache = tmp_path / "hub"
     snap = _fake_hub_snapshot(cache, "timm/vit_base_patch32_clip_224.openai", {"open_clip_model.safetensors": b"0"})
     assert locate_weights(MODEL_REGISTRY["ViT-B-32/openai"], cache_dir=str(cache)) == str(snap / "open_clip_model.safetensors")
-    assert M.weights_fingerprint(str(snap / "open_clip_model.safetensors")).endswith("@0123456789ab")
+    assert V.weights_fingerprint(str(snap / "open_clip_model.safetensors")).endswith("@0123456789ab")
 
 def test_transformers_model_loads_from_hub_cache_offline(tmp_path, no_local_weights):
     "A (tiny) FLAVA placed in the hub cache under facebook/flava-full loads by its hub name, without any network."
@@ -394,7 +397,7 @@ def test_alip_gets_gelu_and_openai_preprocessing(tmp_path, monkeypatch):
     def fake(arch, pretrained=None, **kw): seen.update(kw, arch=arch, pretrained=pretrained); raise Stop
     monkeypatch.setattr(open_clip, "create_model_and_transforms", fake)
     f = tmp_path / "ALIP_YFCC15M_B32.pt"; f.write_bytes(b"0")
-    with pytest.raises(Stop): M._load_open_clip(MODEL_REGISTRY["ALIP-ViT-B-32"], str(f), "cpu", "float32", 0)
+    with pytest.raises(Stop): FZ._load_open_clip(MODEL_REGISTRY["ALIP-ViT-B-32"], str(f), "cpu", "float32", 0)
     assert seen == dict(cache_dir=None, arch="ViT-B-32", pretrained=str(f))    # no QuickGELU, open_clip's defaults:
     norm = [t for t in open_clip.image_transform(224, is_train=False).transforms if type(t).__name__ == "Normalize"][0]
     assert tuple(norm.mean) == tuple(open_clip.OPENAI_DATASET_MEAN)             # ALIP's DATASET_MEAN
@@ -429,7 +432,7 @@ def test_alip_env_var_and_url_download(alip_tiny, tiny, no_local_weights, tmp_pa
     m = load_model("ALIP-ViT-B-32", device="cpu", allow_download=True)
     assert (tmp_path / "models" / "alip" / "ALIP_YFCC15M_B32.pt").is_file()
     np.testing.assert_allclose(m.encode_text(["a doctor"]), tiny.encode_text(["a doctor"]), atol=1e-6)
-    monkeypatch.setattr(M, "host_reachable", lambda url, timeout=3.0: False)
+    monkeypatch.setattr(W, "host_reachable", lambda url, timeout=3.0: False)
     monkeypatch.setitem(MODEL_REGISTRY, "ALIP-ViT-B-32", replace(MODEL_REGISTRY["ALIP-ViT-B-32"], url="https://example.invalid/a.pt"))
     (tmp_path / "models" / "alip" / "ALIP_YFCC15M_B32.pt").unlink()
     with pytest.raises(MissingWeightsError, match="cannot be reached"): load_model("ALIP-ViT-B-32", allow_download=True)

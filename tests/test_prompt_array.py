@@ -1,11 +1,11 @@
 "Prompt Array: prompts, bias measures, prompt tokens (EOT pooling), the adversarial step, token save/load."
 import copy, math
 import numpy as np, pandas as pd, pytest, torch, torch.nn.functional as F
-from vlbias_nb.zoo.models import load_model, OpenClipModel
-from vlbias_nb.papers.prompt_array.debiasing import (train_prompts, test_prompts as tab1_test_prompts, make_prompts, prompt_bias, aggregate_bias, random_ranking_bias,
-    prompted_text_features, PromptTokens, Adversary, DebiasSetup, adversary_step, model_step, adaptation_parameters,
-    save_debias_tokens, load_debiased_model, attach_debias_tokens, read_debias_tokens, parse_debias_name, itc_loss,
-    harmful_misclassification, harmful_class_set, TRAIN_CONCEPTS)
+from vlbias_nb.zoo.factory import load_model
+from vlbias_nb.zoo.vlm import OpenClipModel
+from vlbias_nb.papers.prompt_array.debiasing import train_prompts, test_prompts as tab1_test_prompts, make_prompts, prompt_bias, aggregate_bias, random_ranking_bias, Adversary, DebiasSetup, adversary_step, model_step, adaptation_parameters, itc_loss, harmful_misclassification, harmful_class_set, TRAIN_CONCEPTS
+from vlbias_nb.zoo.debiased import prompted_text_features, PromptTokens, save_debias_tokens, attach_debias_tokens, read_debias_tokens, parse_debias_name
+from vlbias_nb.zoo.factory import load_debiased_model
 
 @pytest.fixture(scope="module")
 def tiny():
@@ -97,7 +97,8 @@ def test_token_save_load_roundtrip(tiny, tmp_path):
 
 def test_token_load_wrong_architecture_fails(tiny, tmp_path):
     import open_clip, json
-    from vlbias_nb.zoo.models import TINY_CLIP_CONFIG, ModelSpec
+    from vlbias_nb.zoo.vlm import TINY_CLIP_CONFIG
+    from vlbias_nb.zoo.registry import ModelSpec
     p = save_debias_tokens(tmp_path / "t.pt", tiny, PromptTokens(tiny.model, 2))
     cfg = copy.deepcopy(TINY_CLIP_CONFIG); cfg["text_cfg"]["width"] = 48; cfg["text_cfg"]["heads"] = 2
     (tmp_path / "other-tiny.json").write_text(json.dumps(cfg)); open_clip.add_model_config(tmp_path / "other-tiny.json")
@@ -124,7 +125,7 @@ def test_harmful_rates_hand_worked():
 
 def test_debias_zoo_name(tiny, tmp_path):
     "load_model('debias:<base>:<tokens>') returns the DebiasCLIP: same as the DebiasedView, different from the base."
-    from vlbias_nb.papers.prompt_array.debiasing import DebiasedView
+    from vlbias_nb.zoo.debiased import DebiasedView
     pt = PromptTokens(tiny.model, 2)
     with torch.no_grad(): pt.embeds.add_(torch.randn_like(pt.embeds, generator=torch.Generator().manual_seed(0)))
     p = save_debias_tokens(tmp_path / "tok.pt", tiny, pt)
@@ -141,8 +142,8 @@ def test_known_answer_planted_debiasing():
     ranks men first (MaxSkew/NDKL >> random); debias tokens + ITC halve both on held-out faces and held-out prompts
     (concepts unseen in training) while held-out text->image R@1 keeps >= 80 %."""
     from vlbias_nb.data.faces import make_planted_faces, face_images
-    from vlbias_nb.papers.prompt_array.debiasing import (make_planted_pairs, planted_common_groups, planted_face_captions, pixels_of,
-        fit_clip_on_pairs, text_to_image_recall, DebiasConfig, train_debias, DebiasedView, TEST_TEMPLATES)
+    from vlbias_nb.papers.prompt_array.debiasing import make_planted_pairs, planted_common_groups, planted_face_captions, pixels_of, fit_clip_on_pairs, text_to_image_recall, DebiasConfig, train_debias, TEST_TEMPLATES
+    from vlbias_nb.zoo.debiased import DebiasedView
     torch.set_num_threads(2)
     vlm = load_model("tiny-clip", device="cpu", seed=0)
     pairs, pairs_te = make_planted_pairs(800, seed=0), make_planted_pairs(300, seed=1)
@@ -207,8 +208,8 @@ def test_real_data_training_on_fake_fairface(tmp_path, monkeypatch):
     from vlbias_nb.data.faces import load_fairface, FAIRFACE_ENV
     from vlbias_nb.methods.downstream import load_flickr30k, FLICKR30K_ENV
     from vlbias_nb.methods.embedding_cache import EmbeddingCache
-    from vlbias_nb.papers.prompt_array.debiasing import (train_debias_on_faces, train_debias, image_features_of, itc_pairs_of, pixels_of,
-                                        DebiasedView, zero_pad_tokens)
+    from vlbias_nb.papers.prompt_array.debiasing import train_debias_on_faces, train_debias, image_features_of, itc_pairs_of, pixels_of
+    from vlbias_nb.zoo.debiased import DebiasedView, zero_pad_tokens
     from vlbias_nb.paths import resolve_data_root
     monkeypatch.setenv(FAIRFACE_ENV, str(_fake_fairface(tmp_path / "ff")))
     monkeypatch.setenv(FLICKR30K_ENV, str(_fake_flickr30k(tmp_path / "fl")))
@@ -327,8 +328,9 @@ def test_analysis_notebook_real_data_section_on_fake_folders(tmp_path):
 def test_released_debias_tokens_by_zoo_name(tmp_path, monkeypatch):
     "The authors' released tokens load by zoo name from $VLBIAS_MODELS/debias; missing file without downloads: clear error."
     import torch
-    from vlbias_nb.zoo.models import load_model, MissingWeightsError
-    from vlbias_nb.papers.prompt_array.debiasing import RELEASED_DEBIAS_TOKENS, DebiasedView
+    from vlbias_nb.zoo.factory import load_model
+    from vlbias_nb.zoo.registry import MissingWeightsError
+    from vlbias_nb.zoo.debiased import RELEASED_DEBIAS_TOKENS, DebiasedView
     monkeypatch.setenv("VLBIAS_MODELS", str(tmp_path)); monkeypatch.setenv("VLBIAS_ALLOW_DOWNLOAD", "0")
     monkeypatch.setitem(RELEASED_DEBIAS_TOKENS, "test-tiny", dict(base="tiny-clip", n_tokens=2, attribute="gender",
                                                                   sha256=None, url="http://example.org/a/tiny_tokens.pt"))
@@ -418,7 +420,8 @@ def test_early_stop_reference_and_no_stop(tiny):
 def test_adaptation_target_trains_only_itself(tiny, target, moved):
     """Tab. 7: each row adapts one thing. 'prompt' trains two tokens and leaves CLIP untouched; every other target
     trains its CLIP weights and no tokens (the projection row moves exactly the two projections)."""
-    from vlbias_nb.papers.prompt_array.debiasing import train_debias, zero_pad_tokens
+    from vlbias_nb.papers.prompt_array.debiasing import train_debias
+    from vlbias_nb.zoo.debiased import zero_pad_tokens
     px, a = _sched_data()
     v = copy.deepcopy(tiny)
     r = train_debias(v, px, a, config=_sched_cfg(target=target, n_model_steps=10, lr_model=1e-3), progress=False)

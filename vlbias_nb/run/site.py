@@ -10,12 +10,12 @@ import nbformat
 from ..paths import project_root, data_root, write_text_atomic
 
 # %% auto #0
-__all__ = ['RUN_RECORD_TAG', 'PROFILE_NOTES', 'PRIVATE_RECORD_KEYS', 'README_START', 'README_END', 'absolute_paths',
-           'path_replacements', 'scrub_paths', 'PublishError', 'collapse_carriage_returns', 'clean_outputs',
-           'git_commit', 'changed_parameters', 'run_record_markdown', 'nbdev_clean_notebook', 'merge_run_outputs',
-           'notebook_defaults_of', 'publish_notebook', 'execute_in_place', 'readme_summary', 'update_readme_summary',
-           'notebook_front_matter', 'notebook_title', 'site_navigation', 'write_navigation', 'process_docs',
-           'render_html', 'publish_home']
+__all__ = ['RUN_RECORD_TAG', 'PROFILE_NOTES', 'PRIVATE_RECORD_KEYS', 'README_START', 'README_END', 'LIBRARY_LAYERS',
+           'absolute_paths', 'path_replacements', 'scrub_paths', 'PublishError', 'collapse_carriage_returns',
+           'clean_outputs', 'git_commit', 'changed_parameters', 'run_record_markdown', 'nbdev_clean_notebook',
+           'merge_run_outputs', 'notebook_defaults_of', 'publish_notebook', 'execute_in_place', 'readme_summary',
+           'update_readme_summary', 'notebook_front_matter', 'notebook_title', 'library_pages', 'site_navigation',
+           'write_navigation', 'process_docs', 'render_html', 'publish_home']
 
 # %% ../../nbs/run/02_site.ipynb #ba9df720
 _ABS_PATH = re.compile(r"(?:^|(?<=[\s'\"(=\[,:]))(/(?:[\w.+@-]+/)+[\w.+@-]*)")
@@ -252,11 +252,38 @@ def notebook_title(path) -> str:
             if m: return m.group(1)
     return Path(path).stem
 
+LIBRARY_LAYERS = {"": "Foundations", "data": "Data", "zoo": "Model zoo", "methods": "Methods",
+                  "papers": "Papers", "run": "Running and publishing"}
+
+def library_pages(nbs) -> list:
+    "The library notebooks as sidebar entries: one section per layer (`LIBRARY_LAYERS`), the papers one section each."
+    nbs = Path(nbs)
+    def rel(ps): return [p.relative_to(nbs).as_posix() for p in sorted(ps)]
+    out = []
+    for sub, title in LIBRARY_LAYERS.items():
+        d = nbs / sub if sub else nbs
+        if sub == "papers":
+            from vlbias_nb.report import papers
+            names = dict(zip(papers().slug, papers().paper_name))
+            secs = [{"section": names.get(w.name, w.name), "contents": rel(w.glob("[0-9]*.ipynb"))}
+                    for w in sorted(d.iterdir()) if w.is_dir() and list(w.glob("[0-9]*.ipynb"))] if d.exists() else []
+            if secs: out.append({"section": title, "contents": secs})
+            continue
+        pages = rel(d.glob("[0-9]*.ipynb")) if d.exists() else []
+        if pages: out.append({"section": title, "contents": pages})
+    return out
+
+def _first_page(entries):
+    for e in entries:
+        if isinstance(e, str): return e
+        f = _first_page(e.get("contents", []))
+        if f: return f
+
 def site_navigation(nbs=None) -> dict:
     "The sidebar and navbar of the site (see above), as the `website:` YAML mapping."
     from vlbias_nb.report import papers
     nbs = Path(nbs) if nbs is not None else project_root() / "nbs"
-    analyses = sorted((nbs / "analyses").glob("[0-9]*.ipynb"))
+    analyses = sorted((nbs / "analyses").rglob("[0-9]*.ipynb"), key=lambda p: p.name)
     by_paper = {}
     for a in analyses:
         paper = notebook_front_matter(a).get("paper")
@@ -265,13 +292,13 @@ def site_navigation(nbs=None) -> dict:
     unknown = set(by_paper) - set(papers().paper_name)
     if unknown: raise PublishError(f"front matter names unknown paper(s) {sorted(unknown)}; one of {papers().paper_name.tolist()}")
     sections = [{"section": p, "contents": by_paper[p]} for p in papers().paper_name if p in by_paper]
-    library = [p.name for p in sorted(nbs.glob("[0-9]*.ipynb"))]
+    library = library_pages(nbs)
     sidebar = {"contents": [{"text": "Results ledger", "href": "index.ipynb"},
                             {"section": "Analyses", "contents": sections},
                             {"section": "Library reference", "contents": library}]}
     navbar = {"left": [{"text": "Results", "href": "index.ipynb"},
                        {"text": "Analyses", "menu": [{"text": f"{s['section']}: {notebook_title(nbs / c)}", "href": c} for s in sections for c in s["contents"]]},
-                       {"text": "Library", "href": library[0] if library else "index.ipynb"}]}
+                       {"text": "Library", "href": _first_page(library) or "index.ipynb"}]}
     return {"website": {"sidebar": sidebar, "navbar": navbar}}
 
 def write_navigation(nbs=None) -> Path:

@@ -339,7 +339,7 @@ class HFImageEmbedder:
 
 def load_image_embedder(name: str, device: str = "auto", seed: int = 0):
     """An object with `encode_image(images) -> (n, d)` for the KNN filter: `tiny-dino`, a DINO/DINOv2 hub name or
-    folder (transformers), or any `vlbias_nb.zoo.models` name (CLIP-like zoo models)."""
+    folder (transformers), or any `vlbias_nb.zoo` name (CLIP-like zoo models)."""
     from transformers import AutoImageProcessor, AutoModel, Dinov2Config, Dinov2Model, BitImageProcessor
     dev = ("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device
     if name == "tiny-dino":
@@ -355,7 +355,7 @@ def load_image_embedder(name: str, device: str = "auto", seed: int = 0):
             raise MissingDataError(f"Could not load image embedder {name!r} ({type(e).__name__}: {str(e)[:150]}). Without "
                                    f"network access, run `huggingface-cli download {name}` elsewhere and copy the Hugging "
                                    f"Face cache here (HF_HOME), or pass the local folder.") from None
-    from vlbias_nb.zoo.models import load_model
+    from vlbias_nb.zoo.factory import load_model
     return load_model(name, device=dev, seed=seed)
 
 # %% ../../../nbs/papers/gensynth/02_editing.ipynb #5a9766e4

@@ -16,8 +16,10 @@ from ...paths import shared_path, MissingDataError
 from ...data.coco import CocoCaptions, CocoInstances, load_image, coco_cache_dir, fetch_coco_archive
 from ...text import gender_labels, neutralise_caption, MALE, FEMALE, UNDEFINED
 from ...metrics import bootstrap_ci
-from ...zoo.models import (MissingWeightsError, as_device, downloads_allowed, host_reachable, load_model, seeded,
-                              ALLOW_DOWNLOAD_ENV)
+from ...zoo.registry import MissingWeightsError
+from ...zoo.vlm import as_device, seeded
+from ...zoo.weights import downloads_allowed, host_reachable, ALLOW_DOWNLOAD_ENV
+from ...zoo.factory import load_model
 
 # %% auto #0
 __all__ = ['NEUTRAL_FILLER_WORDS', 'LOGISTIC_CS', 'thread_limit', 'kmeans_clusters', 'wilson_interval', 'male_share_pct',

@@ -17,19 +17,17 @@ from tqdm.auto import tqdm
 from ...paths import shared_path, atomic_path
 from ...metrics import max_skew_at_k, ndkl, weat, weat_effect_size, encode_attributes, recall_at_k
 from ...methods.zero_shot import AGARWAL_HARMFUL_CLASSES, PROMPT_ARRAY_TEMPLATE, zero_shot_classifier
+from ...zoo.debiased import DebiasedView, PromptTokens, prompted_text_features, save_debias_tokens
 
 # %% auto #0
 __all__ = ['TRAIN_TEMPLATES', 'TRAIN_CONCEPTS', 'TEST_TEMPLATES', 'TEST_CONCEPTS', 'AUTHORS_PROMPT_CSV', 'WEAT_PAIRS',
-           'ADAPTATION_TARGETS', 'MODEL_OBJECTIVES', 'TOKENS_FORMAT', 'RELEASED_DEBIAS_TOKENS', 'DEBIAS_PREFIX',
-           'PLANTED_COLORS', 'PLANTED_SHAPES', 'PLANTED_OTHER_WORDS', 'make_prompts', 'train_prompts', 'test_prompts',
-           'read_authors_prompts', 'compare_with_authors_csv', 'prompt_bias', 'aggregate_bias', 'random_ranking_bias',
-           'weat_template_sensitivity', 'demographic_classnames', 'harmful_class_set', 'harmful_misclassification',
-           'harmful_misclassification_rates', 'zero_pad_tokens', 'prompted_text_features', 'PromptTokens',
-           'adaptation_parameters', 'prompt_token_count', 'image_tower_trainable', 'Adversary', 'similarity_logits',
-           'itc_loss', 'DebiasSetup', 'adversary_step', 'model_step', 'DebiasConfig', 'DebiasResult',
-           'precomputed_features', 'train_debias', 'DebiasedView', 'save_debias_tokens', 'read_debias_tokens',
-           'attach_debias_tokens', 'load_debiased_model', 'parse_debias_name', 'released_tokens_file',
-           'read_released_tokens', 'attach_released_tokens', 'image_features_of', 'itc_pairs_of', 'LazyPixels',
+           'ADAPTATION_TARGETS', 'MODEL_OBJECTIVES', 'PLANTED_COLORS', 'PLANTED_SHAPES', 'PLANTED_OTHER_WORDS',
+           'make_prompts', 'train_prompts', 'test_prompts', 'read_authors_prompts', 'compare_with_authors_csv',
+           'prompt_bias', 'aggregate_bias', 'random_ranking_bias', 'weat_template_sensitivity',
+           'demographic_classnames', 'harmful_class_set', 'harmful_misclassification',
+           'harmful_misclassification_rates', 'adaptation_parameters', 'prompt_token_count', 'image_tower_trainable',
+           'Adversary', 'similarity_logits', 'itc_loss', 'DebiasSetup', 'adversary_step', 'model_step', 'DebiasConfig',
+           'DebiasResult', 'precomputed_features', 'train_debias', 'image_features_of', 'itc_pairs_of', 'LazyPixels',
            'train_debias_on_faces', 'draw_shape', 'make_planted_pairs', 'planted_common_groups',
            'planted_concept_groups', 'planted_face_captions', 'pixels_of', 'fit_clip_on_pairs', 'text_to_image_recall',
            'image_to_text_recall']
@@ -144,53 +142,6 @@ def harmful_misclassification_rates(model, image_emb, ethnicity, races: Sequence
     names, harm = harmful_class_set(races)
     clf = zero_shot_classifier(model, names, [template])
     return harmful_misclassification(clf.predict_names(image_emb), ethnicity, harm)
-
-# %% ../../../nbs/papers/prompt_array/00_debiasing.ipynb #78a0c4c5
-def _text_tower(model: nn.Module) -> nn.Module:
-    "The open_clip CLIP module whose text tower takes prompt tokens; clear error for other towers."
-    for a in ("token_embedding", "positional_embedding", "transformer", "ln_final"):
-        if not hasattr(model, a):
-            raise TypeError(f"{type(model).__name__} has no {a!r}: prompt tokens need an open_clip CLIP with its own text "
-                            "transformer (not an HF text tower, not a transformers model)")
-    if getattr(model, "text_pool_type", "argmax") not in ("argmax", "eos"):
-        raise NotImplementedError(f"text pooling {model.text_pool_type!r} is not supported with prepended tokens")
-    return model
-
-def zero_pad_tokens(model: nn.Module, n_tokens: int = 2) -> torch.Tensor:
-    "`n_tokens` copies of the zero-pad token's embedding (App. E's initialisation), `(n_tokens, width)`."
-    m = _text_tower(model)
-    w = m.token_embedding.weight
-    return w[torch.zeros(n_tokens, dtype=torch.long, device=w.device)].detach().clone()
-
-def prompted_text_features(model: nn.Module, tokens: torch.Tensor, prompt: torch.Tensor | None) -> torch.Tensor:
-    "Unnormalised text embeddings of `tokens` `(B, L)` with `prompt` `(n, width)` prepended after the token embedding."
-    m = _text_tower(model)
-    cast = m.transformer.get_cast_dtype() if hasattr(m.transformer, "get_cast_dtype") else m.token_embedding.weight.dtype
-    n = 0 if prompt is None else prompt.shape[0]
-    L = tokens.shape[1]
-    if n >= L: raise ValueError(f"{n} prompt tokens do not fit a context of {L}")
-    idx = (tokens == m.text_eos_id).int().argmax(-1) if getattr(m, "text_pool_type", "argmax") == "eos" else tokens.argmax(-1)
-    idx = (idx + n).clamp(max=L - 1)
-    mask = m.attn_mask
-    # causal mask: positions after the last EOT cannot change it, so the sequence is cut there (exact, much faster)
-    Lu = int(idx.max()) + 1 if mask is not None else L
-    keep = Lu - n
-    x = m.token_embedding(tokens[:, :keep]).to(cast) + m.positional_embedding[:keep].to(cast)
-    if n: x = torch.cat([prompt.to(cast)[None].expand(len(x), -1, -1), x], dim=1)
-    x = m.ln_final(m.transformer(x, attn_mask=None if mask is None else mask[:Lu, :Lu]))
-    x = x[torch.arange(len(x), device=x.device), idx]
-    tp = m.text_projection
-    if tp is not None: x = tp(x) if isinstance(tp, nn.Linear) else x @ tp
-    return x
-
-class PromptTokens(nn.Module):
-    "The learnable debias tokens (§3.2), zero-pad initialised; `forward(model, tokens)` gives unnormalised text features."
-    def __init__(self, model: nn.Module, n_tokens: int = 2):
-        super().__init__()
-        self.embeds = nn.Parameter(zero_pad_tokens(model, n_tokens))
-    @property
-    def n_tokens(self) -> int: return self.embeds.shape[0]
-    def forward(self, model, tokens): return prompted_text_features(model, tokens, self.embeds)
 
 # %% ../../../nbs/papers/prompt_array/00_debiasing.ipynb #56f02fca
 ADAPTATION_TARGETS = ("prompt", "projection", "text_layers", "full")
@@ -462,138 +413,6 @@ def train_debias(vlm, face_pixels: torch.Tensor | None, face_attrs, itc_pixels: 
         best_step = restore["step"]
     return DebiasResult(prompt, adversary, pd.DataFrame(hist), pd.DataFrame(evals), c, stopped, best_step)
 
-# %% ../../../nbs/papers/prompt_array/00_debiasing.ipynb #e09ef3ec
-from ...zoo.models import OpenClipModel, VisionLanguageModel, load_model, weights_fingerprint
-
-class DebiasedView(OpenClipModel):
-    "A zoo open_clip model whose text encoder prepends learned debias tokens (the paper's DebiasCLIP)."
-    def __init__(self, base: VisionLanguageModel, prompt: PromptTokens | torch.Tensor, source: str | None = None):
-        if not isinstance(base, OpenClipModel): raise TypeError(f"debias tokens need an open_clip model, got {type(base).__name__}")
-        _text_tower(base.model)
-        self.__dict__.update({k: v for k, v in base.__dict__.items()})
-        self.base = base
-        self.prompt_embeds = prompt.embeds if isinstance(prompt, PromptTokens) else prompt
-        w = base.model.token_embedding.weight.shape[1]
-        if self.prompt_embeds.ndim != 2 or self.prompt_embeds.shape[1] != w:
-            raise ValueError(f"debias tokens have shape {tuple(self.prompt_embeds.shape)}, model {base.name!r} needs (n, {w})")
-        self.source = source
-        self.name = f"debias:{base.name}" + (f":{source}" if source else "")
-        self._dim = base._dim
-    def _text_forward(self, tokens):
-        return prompted_text_features(self.model, tokens.to(self.device), self.prompt_embeds.to(self.device, self.dtype))
-    def identity(self) -> dict:
-        d = dict(self.base.identity())
-        d["debias_tokens"] = hashlib.sha256(self.prompt_embeds.detach().cpu().float().numpy().tobytes()).hexdigest()[:16]
-        d["name"] = self.name
-        return d
-
-TOKENS_FORMAT = "vlbias-debias-tokens/1"
-
-def _arch_of(vlm) -> dict:
-    m = vlm.model
-    return {"family": vlm.spec.family, "arch": vlm.spec.arch, "text_width": int(m.token_embedding.weight.shape[1]),
-            "context_length": int(m.positional_embedding.shape[0]), "embed_dim": int(vlm.embed_dim)}
-
-def save_debias_tokens(path, vlm, prompt: PromptTokens | torch.Tensor, extra: dict | None = None) -> Path:
-    "Save debias tokens with the identity of base model `vlm` (name, architecture, weights fingerprint) atomically."
-    embeds = (prompt.embeds if isinstance(prompt, PromptTokens) else prompt).detach().cpu().float()
-    payload = {"format": TOKENS_FORMAT, "tokens": embeds, "base_name": vlm.name, **_arch_of(vlm),
-               "weights": weights_fingerprint(vlm.weights), "seed": vlm.seed if vlm.spec.random_init else None,
-               "extra": extra or {}}
-    with atomic_path(path) as tmp: torch.save(payload, tmp)
-    return Path(path)
-
-def read_debias_tokens(path) -> dict:
-    "The saved payload; raises a clear error for a missing or foreign file."
-    p = Path(path)
-    if not p.is_file(): raise FileNotFoundError(f"Debias token file {p} does not exist")
-    try: d = torch.load(p, map_location="cpu", weights_only=False)
-    except Exception as e:                                  # truncated, or not a torch file at all
-        raise ValueError(f"{p} cannot be read as a debias token file ({type(e).__name__}: {str(e).splitlines()[0][:120]})") from None
-    if not isinstance(d, dict) or d.get("format") != TOKENS_FORMAT:
-        raise ValueError(f"{p} is not a debias token file (format {TOKENS_FORMAT!r})")
-    return d
-
-def attach_debias_tokens(vlm, path, strict_weights: bool = False) -> DebiasedView:
-    "The debiased view of `vlm` with the tokens in `path`; a different architecture raises, different weights warn."
-    d = read_debias_tokens(path)
-    if not isinstance(vlm, OpenClipModel) or not hasattr(vlm.model, "token_embedding"):
-        raise ValueError(f"Debias tokens in {path} were trained on open_clip {d['arch']!r} ({d['base_name']!r}); model "
-                         f"{vlm.name!r} is a {vlm.spec.family} model without an open_clip text tower")
-    have = _arch_of(vlm)
-    bad = {k: (d.get(k), have[k]) for k in ("family", "arch", "text_width", "context_length", "embed_dim") if d.get(k) != have[k]}
-    if bad:
-        raise ValueError(f"Debias tokens in {path} were trained on {d['base_name']!r} and do not fit model {vlm.name!r}: "
-                         + ", ".join(f"{k} {a!r} (tokens) != {b!r} (model)" for k, (a, b) in bad.items()))
-    wf = weights_fingerprint(vlm.weights)
-    if d.get("weights") != wf or (d.get("seed") is not None and d.get("seed") != vlm.seed):
-        msg = f"Debias tokens in {path} were trained on weights {d.get('weights')!r} of {d['base_name']!r}, model has {wf!r}"
-        if strict_weights: raise ValueError(msg)
-        warnings.warn(msg)
-    return DebiasedView(vlm, d["tokens"].to(vlm.device, vlm.dtype), source=str(path))
-
-RELEASED_DEBIAS_TOKENS = {   # the authors' releases (see below): key -> base zoo model, number of tokens, attribute, URL, SHA-256 (None: not yet pinned)
-    "oxai-vit-b-16-gender": dict(base="ViT-B-16/openai", n_tokens=2, attribute="gender", sha256=None,
-        url="http://www.robots.ox.ac.uk/~maxbain/oxai-bias/best_ndkl_oai-clip-vit-b-16_neptune_run_OXVLB-317_model_e4_step_5334_embeddings.pt"),
-}
-
-def load_debiased_model(base_name: str, tokens_path, **load_kw) -> DebiasedView:
-    """A DebiasCLIP: zoo model `base_name` (loaded with `vlbias_nb.zoo.models.load_model(**load_kw)`) with saved debias
-    tokens — a file written by `save_debias_tokens`, or the key of the authors' released tokens (`RELEASED_DEBIAS_TOKENS`)."""
-    if str(tokens_path) in RELEASED_DEBIAS_TOKENS: return attach_released_tokens(load_model(base_name, **load_kw), str(tokens_path))
-    return attach_debias_tokens(load_model(base_name, **load_kw), tokens_path)
-
-DEBIAS_PREFIX = "debias:"
-
-def parse_debias_name(name: str) -> tuple[str, str]:
-    "`'debias:<base name>:<tokens path>'` -> (base name, tokens path) (the proposed zoo name)."
-    if not name.startswith(DEBIAS_PREFIX): raise ValueError(f"{name!r} does not start with {DEBIAS_PREFIX!r}")
-    rest = name[len(DEBIAS_PREFIX):]
-    base, sep, path = rest.rpartition(":")
-    if not sep or not base or not path: raise ValueError(f"{name!r} is not 'debias:<base model>:<tokens path>'")
-    return base, path
-
-# %% ../../../nbs/papers/prompt_array/00_debiasing.ipynb #d6e0f00c
-from ...zoo.models import models_dir, downloads_allowed, MissingWeightsError, ALLOW_DOWNLOAD_ENV, MODELS_ENV
-
-def released_tokens_file(key: str, allow_download: bool | None = None) -> Path:
-    "Local file of the released debias tokens `key`: `$VLBIAS_MODELS/debias/<file name>`, downloaded there if allowed."
-    if key not in RELEASED_DEBIAS_TOKENS: raise KeyError(f"unknown released debias tokens {key!r}; known: {list(RELEASED_DEBIAS_TOKENS)}")
-    r = RELEASED_DEBIAS_TOKENS[key]
-    folder = models_dir() / "debias"; dest = folder / r["url"].rsplit("/", 1)[-1]
-    if dest.is_file(): return dest
-    if not downloads_allowed(allow_download):
-        raise MissingWeightsError(f"Released debias tokens {key!r} are not at {dest}. Download {r['url']} there (or set "
-                                  f"{MODELS_ENV} to the folder holding debias/), or allow downloading with {ALLOW_DOWNLOAD_ENV}=1.")
-    import pooch
-    from filelock import FileLock
-    folder.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(dest) + ".lock"):
-        if not dest.is_file():
-            got = Path(pooch.retrieve(r["url"], known_hash=r["sha256"] and f"sha256:{r['sha256']}", fname=dest.name,
-                                      path=folder, progressbar=True))
-            if r["sha256"] is None: print(f"{key}: sha256 {pooch.file_hash(str(got))} (pin it in RELEASED_DEBIAS_TOKENS)")
-    return dest
-
-def read_released_tokens(path, n_tokens: int, width: int) -> torch.Tensor:
-    "The `(n_tokens, width)` token embeddings in a released file (a bare tensor or an `nn.Embedding` state dict)."
-    t = torch.load(Path(path), map_location="cpu", weights_only=True)
-    if isinstance(t, dict): t = t.get("weight", t.get("debias_tokens.weight"))
-    if not isinstance(t, torch.Tensor) or tuple(t.shape) != (n_tokens, width):
-        raise ValueError(f"{path} does not hold a ({n_tokens}, {width}) debias-token tensor "
-                         f"(found {tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__})")
-    return t.float()
-
-def attach_released_tokens(vlm, key: str, allow_download: bool | None = None) -> DebiasedView:
-    "The authors' released DebiasCLIP: zoo model `vlm` (it must be the release's base model) with their tokens."
-    if key not in RELEASED_DEBIAS_TOKENS: raise KeyError(f"unknown released debias tokens {key!r}; known: {list(RELEASED_DEBIAS_TOKENS)}")
-    r = RELEASED_DEBIAS_TOKENS[key]
-    if vlm.name != r["base"]:
-        raise ValueError(f"released debias tokens {key!r} were trained on {r['base']!r}, not on model {vlm.name!r}")
-    width = _text_tower(vlm.model).token_embedding.weight.shape[1]
-    tokens = read_released_tokens(released_tokens_file(key, allow_download), r["n_tokens"], width)
-    return DebiasedView(vlm, tokens.to(vlm.device, vlm.dtype), source=f"{key} ({r['url']})")
-
 # %% ../../../nbs/papers/prompt_array/00_debiasing.ipynb #c4e5c172
 from ...methods.embedding_cache import EmbeddingCache
 from ...data.faces import FaceDataset, face_images
@@ -623,7 +442,7 @@ def itc_pairs_of(vlm, split, cache=_DEFAULT_CACHE, batch_size: int = 64, progres
     return feats[np.asarray(split.caption_image)], list(split.captions)
 
 # %% ../../../nbs/papers/prompt_array/00_debiasing.ipynb #c1d2e3f6
-from ...zoo.models import to_pil
+from ...zoo.vlm import to_pil
 
 class LazyPixels:
     """Preprocessed pixels of `images` (paths, PIL images or arrays) for zoo model `vlm`, made per batch when indexed
@@ -723,7 +542,7 @@ def planted_face_captions(genders: Sequence[str], groups: dict, bias_strength: f
 
 def pixels_of(vlm, images, batch_size: int = 256) -> torch.Tensor:
     "Preprocessed pixel tensor of `images` for `vlm`."
-    from vlbias_nb.zoo.models import to_pil
+    from vlbias_nb.zoo.vlm import to_pil
     return torch.cat([vlm.preprocess_batch([to_pil(x) for x in images[i:i + batch_size]]) for i in range(0, len(images), batch_size)])
 
 def fit_clip_on_pairs(vlm, pixels: torch.Tensor, texts: Sequence[str], n_steps: int = 400, lr: float = 1e-3,

@@ -255,7 +255,7 @@ def split_occupations(subjects: Sequence[str], test_frac: float = 0.2, seed: int
 
 def finetune_contrastive(model, images, captions: Sequence[str], epochs: int = 1, batch_size: int = 32, lr: float = 1e-5,
                          seed: int = 0, progress: bool = True) -> list[float]:
-    """Fine-tune a `vlbias_nb.zoo.models` VLM in place on image–caption pairs with the symmetric contrastive loss (§5.1);
+    """Fine-tune a `vlbias_nb.zoo` VLM in place on image–caption pairs with the symmetric contrastive loss (§5.1);
     returns the loss per step."""
     from tqdm.auto import tqdm
     if len(images) != len(captions) or not len(captions): raise ValueError("images and captions must be equal-length, non-empty")

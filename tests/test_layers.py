@@ -1,0 +1,91 @@
+"""The package is one house in layers: foundations (paths, metrics, text, report, resources) < data < zoo < methods <
+papers < run. A module imports only from its own layer or below; the papers never import each other; there is no
+import circle (lazy imports inside functions included); and only the zoo downloads or loads pretrained weights."""
+import ast, pytest
+from pathlib import Path
+from vlbias_nb.paths import project_root
+
+PKG = project_root() / "vlbias_nb"
+LAYERS = {"data": 1, "zoo": 2, "methods": 3, "papers": 4, "run": 5}   # anything else at the top: 0, foundations
+DOWNLOADERS = {"from_pretrained", "hf_hub_download", "snapshot_download", "urlretrieve", "load_state_dict_from_url",
+               "retrieve", "download_url_to_file"}
+
+def _modules() -> dict:
+    "`{dotted name: path}` of every module of the package (the nbdev index excluded)."
+    out = {}
+    for p in PKG.rglob("*.py"):
+        if "__pycache__" in p.parts or p.name == "_modidx.py": continue
+        parts = list(p.relative_to(PKG.parent).with_suffix("").parts)
+        if parts[-1] == "__init__": parts = parts[:-1]
+        out[".".join(parts)] = p
+    return out
+
+MODULES = _modules()
+
+def _layer(mod: str) -> int: return LAYERS.get(mod.split(".")[1], 0) if mod.count(".") >= 1 else 0
+
+def _resolve(mod: str, node: ast.ImportFrom, is_pkg: bool) -> list:
+    "The package modules an `ImportFrom` in module `mod` names."
+    if node.level:
+        base = mod.split(".") if is_pkg else mod.split(".")[:-1]
+        base = base[: len(base) - (node.level - 1)]
+        target = ".".join(base + ([node.module] if node.module else []))
+    else: target = node.module or ""
+    if not target.startswith("vlbias_nb"): return []
+    found = [f"{target}.{a.name}" for a in node.names if f"{target}.{a.name}" in MODULES]
+    return found or ([target] if target in MODULES else [])
+
+def imports_of(mod: str) -> set:
+    "The package modules `mod` imports anywhere in its code (top level or inside functions)."
+    p = MODULES[mod]
+    out = set()
+    for n in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+        if isinstance(n, ast.ImportFrom): out.update(_resolve(mod, n, p.name == "__init__.py"))
+        elif isinstance(n, ast.Import): out.update(a.name for a in n.names if a.name in MODULES)
+    out.discard(mod)
+    return {m for m in out if m != "vlbias_nb"}
+
+GRAPH = {m: imports_of(m) for m in MODULES}
+
+def _paper(mod: str):
+    parts = mod.split(".")
+    return parts[2] if len(parts) > 2 and parts[1] == "papers" else None
+
+def test_graph_is_not_empty():
+    assert len(MODULES) > 30 and sum(map(len, GRAPH.values())) > 50
+
+def test_imports_go_downward_only():
+    bad = [(m, t) for m, ts in GRAPH.items() for t in ts if _layer(t) > _layer(m)]
+    assert not bad, "imports from a higher layer: " + ", ".join(f"{m} -> {t}" for m, t in sorted(bad))
+
+def test_papers_never_import_each_other():
+    bad = [(m, t) for m, ts in GRAPH.items() for t in ts if _paper(m) and _paper(t) and _paper(m) != _paper(t)]
+    assert not bad, "paper -> other paper: " + ", ".join(f"{m} -> {t}" for m, t in sorted(bad))
+
+def test_no_import_circles():
+    seen, stack, cycles = set(), [], []
+    def visit(m):
+        if m in stack: cycles.append(stack[stack.index(m):] + [m]); return
+        if m in seen: return
+        seen.add(m); stack.append(m)
+        for t in sorted(GRAPH[m]): visit(t)
+        stack.pop()
+    for m in sorted(GRAPH): visit(m)
+    assert not cycles, "import circles: " + "; ".join(" -> ".join(c) for c in cycles)
+
+def test_only_the_zoo_downloads_or_loads_pretrained_weights():
+    bad = []
+    for mod, p in MODULES.items():
+        if mod.startswith("vlbias_nb.zoo"): continue
+        for n in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            if isinstance(n, ast.Call):
+                f = n.func
+                name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
+                if name in DOWNLOADERS: bad.append(f"{mod}:{n.lineno} {name}")
+    assert not bad, "weights loaded or downloaded outside vlbias_nb.zoo: " + ", ".join(bad)
+
+def test_the_checker_catches_what_it_should(tmp_path):
+    "The rules fail on a made-up upward import and a circle (the checks can fail)."
+    g = {"vlbias_nb.zoo.a": {"vlbias_nb.papers.x.b"}, "vlbias_nb.papers.x.b": {"vlbias_nb.zoo.a"}}
+    assert any(_layer(t) > _layer(m) for m, ts in g.items() for t in ts)
+    assert _paper("vlbias_nb.papers.gab.binding") == "gab" and _layer("vlbias_nb.run.runner") == 5 and _layer("vlbias_nb.paths") == 0
