@@ -1,6 +1,25 @@
 # nbdev's setup.py, driven entirely by settings.ini.
 from configparser import ConfigParser
-import setuptools, shlex
+import setuptools, shlex, json
+from pathlib import Path
+from setuptools.command.build_py import build_py
+
+
+class build_py_with_analyses(build_py):
+    """Also put the analysis notebooks (nbs/analyses/<paper>/NN_name.ipynb) into the package as vlbias_nb/analyses/, so an
+    installed wheel runs `vlbias list` / `vlbias reproduce` from any folder."""
+    def run(self):
+        super().run()
+        src = Path(__file__).resolve().parent / "nbs" / "analyses"
+        dest = Path(self.build_lib) / "vlbias_nb" / "analyses"
+        for nb in sorted(src.rglob("[0-9]*_*.ipynb")):
+            if ".ipynb_checkpoints" in nb.parts: continue
+            out = dest / nb.relative_to(src)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            d = json.loads(nb.read_text(encoding="utf-8"))     # the code and prose; a run writes its own outputs
+            for c in d["cells"]:
+                if c["cell_type"] == "code": c["outputs"], c["execution_count"] = [], None
+            out.write_text(json.dumps(d, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
 
 config = ConfigParser(delimiters=['='])
 config.read('settings.ini', encoding='utf-8')
@@ -35,6 +54,7 @@ setuptools.setup(
     url=cfg['git_url'],
     packages=setuptools.find_packages(include=['vlbias_nb', 'vlbias_nb.*']),
     include_package_data=True,
+    package_data={'vlbias_nb': ['resources/*', 'resources/**/*']},
     install_requires=requirements,
     extras_require={'dev': dev_requirements, 'test': dev_requirements, 'full': full_requirements},
     dependency_links=cfg.get('dep_links', '').split(),
@@ -42,6 +62,7 @@ setuptools.setup(
     long_description=open('README.md', encoding='utf-8').read(),
     long_description_content_type='text/markdown',
     zip_safe=False,
+    cmdclass={'build_py': build_py_with_analyses},
     entry_points={
         'console_scripts': cfg.get('console_scripts', '').split(),
         'nbdev': [f'{cfg.get("lib_path")}={cfg.get("lib_path")}._modidx:d'],

@@ -9,11 +9,11 @@ from pathlib import Path
 from contextlib import contextmanager
 
 # %% auto #0
-__all__ = ['DATA_ENV', 'INPUT_LOG_ENV', 'DATASET_ENVS', 'GENERATED_ENV', 'MissingDataError', 'record_input', 'project_root',
-           'data_root', 'shared_path', 'has_shared', 'dataset_folder', 'resolve_data_root', 'InputFormatError',
-           'read_text_input', 'read_json_input', 'read_jsonl_input', 'read_csv_input', 'current_umask', 'process_tag',
-           'atomic_path', 'write_text_atomic', 'write_json_atomic', 'stale_part_files', 'default_out_dir', 'save_table',
-           'save_figure', 'generation_folder']
+__all__ = ['DATA_ENV', 'INPUT_LOG_ENV', 'DATASET_ENVS', 'GENERATED_ENV', 'MissingDataError', 'record_input', 'in_checkout',
+           'project_root', 'data_root', 'shared_path', 'has_shared', 'dataset_folder', 'resolve_data_root',
+           'InputFormatError', 'read_text_input', 'read_json_input', 'read_jsonl_input', 'read_csv_input',
+           'current_umask', 'process_tag', 'atomic_path', 'write_text_atomic', 'write_json_atomic', 'stale_part_files',
+           'default_out_dir', 'save_table', 'save_figure', 'generation_folder']
 
 # %% ../nbs/00_paths.ipynb #9d5b375b
 DATA_ENV = "VLBIAS_DATA"
@@ -31,12 +31,19 @@ def record_input(source: str | os.PathLike):
         with open(log, "a", encoding="utf-8") as f: f.write(f"{source}\n")
     except OSError: pass                                # the log is a record, never a reason for a run to fail
 
-def project_root() -> Path:
-    "The checkout this package lives in (the folder holding `settings.ini`), else the current directory."
+def _checkout() -> Path | None:
     here = Path(__file__).resolve().parent.parent if "__file__" in globals() else Path.cwd()
     for cand in [here, Path.cwd(), *Path.cwd().parents]:
         if (cand / "settings.ini").exists() and (cand / "nbs").is_dir(): return cand
-    return here
+    return None
+
+def in_checkout() -> bool:
+    "Whether this package runs from a checkout of the project (else from an installed wheel)."
+    return _checkout() is not None
+
+def project_root() -> Path:
+    "The checkout this package lives in (the folder holding `settings.ini`), else the current directory (an installed wheel)."
+    return _checkout() or Path.cwd()
 
 def data_root() -> Path:
     "Folder of the shared data: `$VLBIAS_DATA` if set, else `../shared/data` beside the checkout."

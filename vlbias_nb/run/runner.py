@@ -10,7 +10,7 @@ from dataclasses import dataclass, asdict
 from pathlib import Path
 from typing import Any
 import yaml, nbformat
-from ..paths import (project_root, write_json_atomic, write_text_atomic, atomic_path, process_tag, data_root,
+from ..paths import (project_root, in_checkout, write_json_atomic, write_text_atomic, atomic_path, process_tag, data_root,
                              dataset_folder, generation_folder, DATA_ENV, DATASET_ENVS, INPUT_LOG_ENV, MissingDataError)
 from .profiles import PROFILES, profile_overrides, profile_names
 
@@ -30,8 +30,9 @@ __all__ = ['PARAMETER_KINDS', 'PATH_KINDS', 'MODEL_KINDS', 'OFFLINE_MODELS', 'IN
 
 # %% ../../nbs/run/01_runner.ipynb #b2477762
 def analyses_dir() -> Path:
-    "Folder of the analysis notebooks."
-    return project_root() / "nbs" / "analyses"
+    "Folder of the analysis notebooks: `nbs/analyses` in a checkout, else the copy an installed wheel carries."
+    if in_checkout(): return project_root() / "nbs" / "analyses"
+    return Path(__file__).resolve().parent.parent / "analyses"
 
 def notebook_name(path) -> str:
     "The name a notebook is called by: its file stem without the leading `NN_`."
@@ -782,6 +783,11 @@ def run_notebook(path, profile: str = "smoke", overrides: dict | None = None, ou
     import papermill as pm
     from papermill.exceptions import PapermillExecutionError
     path = Path(path); name = notebook_name(path)
+    if publish and not in_checkout():
+        raise ParameterError("--publish writes the site's pages (nbs/, figures/) of a checkout of vlbias-nb; this is an "
+                             "installed copy: clone the repository to publish, or run without --publish")
+    if not out_root and not in_checkout():
+        _say(f"not in a checkout of vlbias-nb: writing to {Path.cwd() / 'runs' / profile} (choose another folder with --out)")
     out_root = Path(out_root).expanduser().absolute() if out_root else project_root() / "runs" / profile
     final, failed = out_root / name, out_root / "failed" / name
     params = resolve_parameters(path, profile, overrides)
@@ -900,6 +906,8 @@ def reproduce(profile: str = "smoke", only=None, out_root=None, publish: bool = 
     "Run the analysis notebooks (all, or those named in `only`) under `profile`; returns `{name: output folder}`."
     from tqdm.auto import tqdm
     nbs = analysis_notebooks(folder)
+    if not nbs: raise ParameterError(f"no analysis notebooks found in {Path(folder) if folder else analyses_dir()}: "
+                                     "run vlbias from a checkout of vlbias-nb or from an installed wheel (pip install .)")
     if only:
         unknown = [n for n in only if n not in nbs]
         if unknown: raise KeyError(f"Unknown notebook(s) {unknown}; known: {list(nbs)}.")
@@ -952,10 +960,20 @@ def format_check(df) -> str:
 # %% ../../nbs/run/01_runner.ipynb #6f3b84f2
 EXIT_INPUT, EXIT_ENVIRONMENT, EXIT_BUSY, EXIT_INTERRUPTED = 2, 3, 4, 130
 
-def format_parameters(folder=None) -> str:
-    "Text listing each analysis notebook with its parameters, types, defaults, declarations and help."
+def _version() -> str:
+    from vlbias_nb import __version__
+    return __version__
+
+def format_parameters(folder=None, names=None) -> str:
+    "Text listing each analysis notebook (or those in `names`) with its parameters, types, defaults, declarations and help."
     out = []
-    for n, p in analysis_notebooks(folder).items():
+    nbs = analysis_notebooks(folder)
+    if not nbs: raise ParameterError(f"no analysis notebooks found in {Path(folder) if folder else analyses_dir()}: "
+                                     "run vlbias from a checkout of vlbias-nb or from an installed wheel (pip install .)")
+    unknown = [n for n in names or [] if n not in nbs]
+    if unknown: raise KeyError(f"Unknown notebook(s) {unknown}; known: {list(nbs)}.")
+    for n, p in nbs.items():
+        if names and n not in names: continue
         out.append(f"{n}  ({p.relative_to(p.parents[1]) if len(p.parents) > 1 else p})")
         for par in notebook_parameters(p).values():
             out.append(f"    {par.name:<24} {par.type:<8} = {par.default!r:<40} {par.constraint():<22} {par.help}".rstrip())
@@ -966,7 +984,9 @@ def _parser() -> argparse.ArgumentParser:
                                  epilog="exit codes: 0 done, 2 bad input or a failing notebook, 3 environment (disk, "
                                         "permissions), 4 output folder busy (--no-wait), 130 interrupted")
     sub = ap.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("list", help="list analysis notebooks with their parameters")
+    ap.add_argument("--version", action="version", version=f"vlbias-nb {_version()}", help="print the version and exit")
+    ls = sub.add_parser("list", help="list analysis notebooks with their parameters")
+    ls.add_argument("names", nargs="*", metavar="NAME", help="only these notebooks (default: all)")
     c = sub.add_parser("check", help="list every input and model a notebook will read, and whether it is here")
     c.add_argument("names", nargs="*", metavar="NAME")
     c.add_argument("--profile", default="smoke", choices=profile_names())
@@ -1023,7 +1043,7 @@ def main(argv=None) -> int:
     args = _parser().parse_args(argv)
     run_kw = lambda: dict(verbose=args.verbose, verify=args.verify, wait=not args.no_wait)
     try:
-        if args.cmd == "list": print(format_parameters()); return 0
+        if args.cmd == "list": print(format_parameters(names=args.names)); return 0
         if args.cmd == "check": return _check_command(args)
         if args.cmd == "generate": return _generate_command(args)
         if args.cmd == "reproduce":
