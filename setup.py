@@ -39,7 +39,8 @@ py_versions = '3.10 3.11 3.12 3.13'.split()
 
 requirements = shlex.split(cfg.get('requirements', ''))
 dev_requirements = shlex.split(cfg.get('dev_requirements', ''))
-full_requirements = shlex.split(cfg.get('full_requirements', ''))  # optional parts of the full profile
+optional = {k: shlex.split(cfg.get(f'{k}_requirements', '')) for k in ('lic', 'gab', 'gensynth')}  # see settings.ini
+full_requirements = sorted({r for reqs in optional.values() for r in reqs})
 min_python = cfg['min_python']
 lic = licenses.get(cfg['license'].lower(), (cfg['license'], None))
 
@@ -56,7 +57,9 @@ setuptools.setup(
     include_package_data=True,
     package_data={'vlbias_nb': ['resources/*', 'resources/**/*']},
     install_requires=requirements,
-    extras_require={'dev': dev_requirements, 'test': dev_requirements, 'full': full_requirements},
+    # dev/test: what the smoke profile and the tests use (LPIPS is full-profile only: its weights are not here)
+    extras_require={**optional, 'full': full_requirements, 'dev': dev_requirements + optional['lic'] + optional['gensynth'],
+                    'test': dev_requirements + optional['lic'] + optional['gensynth']},
     dependency_links=cfg.get('dep_links', '').split(),
     python_requires='>=' + cfg['min_python'],
     long_description=open('README.md', encoding='utf-8').read(),
