@@ -170,7 +170,7 @@ def test_run_json_records_what_the_run_ran_on(tmp_path):
     assert rec["git_dirty"] in (True, False, None)
     assert {"python", "torch", "cuda", "open_clip_torch", "transformers", "diffusers", "numpy", "pandas"} <= set(rec["versions"])
     assert rec["device"]["requested"] == "cpu" and rec["device"]["used"] == "cpu"
-    assert rec["weights"] == {"clip_model": {"tiny-clip": "random"}}
+    assert rec["weights"] == {"model": {"tiny-clip": "random"}}
     srcs = {i["source"]: i for i in rec["inputs"]}
     if "shared:coco-mini/val2017" in srcs and srcs["shared:coco-mini/val2017"]["exists"]:
         assert srcs["shared:coco-mini/val2017"]["files"] > 0
@@ -423,9 +423,9 @@ def test_out_of_range_on_the_command_line_touches_nothing(tmp_path, capsys):
 def test_unknown_model_is_refused_before_the_kernel_starts(tmp_path, capsys):
     "Case 7: an unknown model name is refused at once, listing the known ones."
     t0 = time.time()
-    assert main(["run", "tfidf_table1", "-p", "clip_model", "ViT-B-99/openai", "--out", str(tmp_path)]) == 2
+    assert main(["run", "tfidf_table1", "-p", "model", "ViT-B-99/openai", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert "clip_model = 'ViT-B-99/openai': unknown" in err and "Registered names: " in err and "tiny-clip" in err
+    assert "model = 'ViT-B-99/openai': unknown" in err and "Registered names: " in err and "tiny-clip" in err
     assert list(tmp_path.iterdir()) == [] and time.time() - t0 < 60
 
 def test_missing_weights_say_how_to_provide_them(tmp_path):
@@ -465,7 +465,7 @@ def test_check_lists_inputs_and_exits_nonzero_when_one_is_missing(tmp_path, caps
     "vlbias check: every input with status, where and how; exit 2 when a required one is missing."
     assert main(["check", "coco_gender_labels", "tfidf_table1"]) == 0
     out = capsys.readouterr().out
-    assert "coco_captions" in out and "clip_model" in out and "Every required input is here." in out
+    assert "coco_captions" in out and "model" in out and "Every required input is here." in out
     assert main(["check", "coco_gender_labels", "-p", "coco_captions", str(tmp_path / "gone.json")]) == 2
     out = capsys.readouterr().out
     assert f"MISSING  coco_captions" in out and str(tmp_path / "gone.json") in out and "1 required input(s) missing." in out

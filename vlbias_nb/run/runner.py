@@ -1075,7 +1075,7 @@ def main(argv=None) -> int:
 GENERATION_JOBS = {  # notebook name -> "module:function(params, progress) -> dict(out_dir, n_items, manifest)"
     "gensynth_editing": "vlbias_nb.papers.gensynth.editing:generate_edits_from_parameters",
 }
-GENERATION_INPUTS = {"gensynth_editing": ("source_instances", "source_captions", "source_images", "edit_pipeline", "device")}
+GENERATION_INPUTS = {"gensynth_editing": ("source_instances", "source_captions", "source_images", "diffusion_pipeline", "device")}
 
 def notebook_defaults(path, profile: str = "smoke", overrides: dict | None = None) -> dict:
     "Every parameter of the notebook at `path` as a run would set it: declared defaults, then the profile's, then `overrides`."

@@ -202,7 +202,7 @@ def generate_edits_from_parameters(params: dict, progress: bool = True) -> dict:
     items = build_edit_items(sources, coco_image_dir(params["source_images"]), templates=params["templates"],
                              guidance_scales=params["guidance_scales"], seed=params["seed"])
     out = generation_folder(gdir, "gensynth_editing", None) / "edits"
-    man = generate_edits(items, out, params["edit_pipeline"], params["edit_steps"], params["image_guidance_scale"],
+    man = generate_edits(items, out, params["diffusion_pipeline"], params["edit_steps"], params["image_guidance_scale"],
                          params["edit_size"], params["edit_batch_size"], params["seed"],
                          device="cpu" if params.get("device") == "cpu" else None, progress=progress)
     return dict(out_dir=out, n_items=len(items), manifest=man)
