@@ -4,20 +4,20 @@
 
 # %% ../../nbs/data/00_coco.ipynb #647f699c
 from __future__ import annotations
-import json, hashlib, zipfile, os
+import json, hashlib, zipfile, os, shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 import numpy as np
 import pandas as pd
 from PIL import Image, UnidentifiedImageError
-from ..paths import MissingDataError, shared_path, has_shared, project_root, atomic_path
+from ..paths import MissingDataError, shared_path, has_shared, project_root, atomic_path, record_input
 
 # %% auto #0
 __all__ = ['PERSON_CATEGORY_ID', 'COCO_2017_FILES', 'COCO_MEMBER_MD5', 'CocoFormatError', 'read_coco_json', 'CocoCaptions',
            'load_coco_captions', 'CocoInstances', 'load_coco_instances', 'CorruptImageError', 'load_image',
            'LazyImages', 'coco_cache_dir', 'md5_of', 'fetch_coco_archive', 'coco_annotation_file',
-           'coco_source_available']
+           'coco_source_available', 'coco_image_dir']
 
 # %% ../../nbs/data/00_coco.ipynb #be3fa4a2
 class CocoFormatError(ValueError):
@@ -226,3 +226,27 @@ def coco_source_available(source: str) -> bool:
         raise MissingDataError(f"COCO source {source!r} does not exist ({p.resolve()}). Check the path; pass an empty value "
                                f"(-p NAME '') to run on the planted data instead.")
     return True
+
+# %% ../../nbs/data/00_coco.ipynb #a0d16da1
+def coco_image_dir(source: str) -> Path:
+    "Folder of COCO images for `source`: `shared:REL`, `coco2017:<split>` (e.g. `coco2017:val2017`) or a path."
+    if source.startswith("shared:"): return shared_path(source[len("shared:"):])
+    if source.startswith("coco2017:"):
+        record_input(source)
+        split = source[len("coco2017:"):]
+        out = coco_cache_dir() / split
+        if not out.is_dir():
+            from filelock import FileLock
+            z = fetch_coco_archive(f"{split}.zip")
+            with FileLock(str(out.with_name(f".{split}.extract.lock"))):      # one extraction at a time
+                if not out.is_dir():
+                    tmp = out.with_name(f".{split}.partial")
+                    shutil.rmtree(tmp, ignore_errors=True)
+                    with zipfile.ZipFile(z) as zf: zf.extractall(tmp)
+                    (tmp / split).rename(out)
+                    shutil.rmtree(tmp, ignore_errors=True)
+        return out
+    p = Path(source).expanduser()
+    record_input(p.resolve())
+    if not p.is_dir(): raise MissingDataError(f"Image folder {p} does not exist (source {source!r}).")
+    return p

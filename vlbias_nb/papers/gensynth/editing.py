@@ -186,7 +186,7 @@ def generate_edits_from_parameters(params: dict, progress: bool = True) -> dict:
     the same sources, items and manifest parameters, into `<generation_dir>/edits`. `device` 'cpu' stays on the CPU;
     any other value means this process's own device. Returns out_dir, n_items and the manifest."""
     from vlbias_nb.data.coco import coco_source_available
-    from vlbias_nb.papers.gensynth.retrieval_baselines import coco_image_dir
+    from vlbias_nb.data.coco import coco_image_dir
     from vlbias_nb.paths import generation_folder
     gdir = params.get("generation_dir")
     if gdir in (None, "", "None"):

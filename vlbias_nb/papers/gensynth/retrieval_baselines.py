@@ -23,7 +23,7 @@ __all__ = ['GENDER_CODES', 'CAPTION_TEXTS', 'GENSYNTH_TABLE1', 'gender_codes', '
            'GroupIndex', 'table1_metrics', 'table1_row', 'random_bias_at_k_expectation', 'random_max_skew_expectation',
            'random_table1_expectation', 'balanced_counts', 'balanced_subsample', 'tfidf_table1_metrics',
            'random_table1_metrics', 'random_feature_table1_metrics', 'embedding_table1_metrics', 'balanced_table1',
-           'summarise_runs', 'paper_comparison', 'coco_image_dir']
+           'summarise_runs', 'paper_comparison']
 
 # %% ../../../nbs/papers/gensynth/01_retrieval_baselines.ipynb #b04a0c5c
 GENDER_CODES = {MALE: 0, FEMALE: 1, UNDEFINED: -1}
@@ -463,29 +463,3 @@ def paper_comparison(ours: pd.DataFrame, paper: pd.DataFrame = GENSYNTH_TABLE1) 
     out = ours.merge(p.merge(ps, on=["model", "setting", "metric"]), on=["model", "setting", "metric"], how="left")
     out["delta"] = out.ours - out.paper
     return out
-
-# %% ../../../nbs/papers/gensynth/01_retrieval_baselines.ipynb #a0d16da1
-def coco_image_dir(source: str) -> Path:
-    "Folder of COCO images for `source`: `shared:REL`, `coco2017:<split>` (e.g. `coco2017:val2017`) or a path."
-    from vlbias_nb.data.coco import fetch_coco_archive, coco_cache_dir
-    from vlbias_nb.paths import record_input
-    if source.startswith("shared:"): return shared_path(source[len("shared:"):])
-    if source.startswith("coco2017:"):
-        record_input(source)
-        split = source[len("coco2017:"):]
-        out = coco_cache_dir() / split
-        if not out.is_dir():
-            from filelock import FileLock
-            z = fetch_coco_archive(f"{split}.zip")
-            with FileLock(str(out.with_name(f".{split}.extract.lock"))):      # one extraction at a time
-                if not out.is_dir():
-                    tmp = out.with_name(f".{split}.partial")
-                    shutil.rmtree(tmp, ignore_errors=True)
-                    with zipfile.ZipFile(z) as zf: zf.extractall(tmp)
-                    (tmp / split).rename(out)
-                    shutil.rmtree(tmp, ignore_errors=True)
-        return out
-    p = Path(source).expanduser()
-    record_input(p.resolve())
-    if not p.is_dir(): raise MissingDataError(f"Image folder {p} does not exist (source {source!r}).")
-    return p

@@ -20,6 +20,7 @@ from ...zoo.registry import MissingWeightsError
 from ...zoo.vlm import as_device, seeded
 from ...zoo.weights import downloads_allowed, host_reachable, ALLOW_DOWNLOAD_ENV
 from ...zoo.factory import load_model
+from ...data.coco import coco_image_dir
 
 # %% auto #0
 __all__ = ['NEUTRAL_FILLER_WORDS', 'LOGISTIC_CS', 'thread_limit', 'kmeans_clusters', 'wilson_interval', 'male_share_pct',
@@ -27,7 +28,7 @@ __all__ = ['NEUTRAL_FILLER_WORDS', 'LOGISTIC_CS', 'thread_limit', 'kmeans_cluste
            'match_clusters', 'lda_tokens', 'lda_top_words', 'lda_salient_words', 'distinctive_words', 'tsne_2d',
            'cluster_centres_2d', 'match_word_lists', 'gender_targets', 'split_images', 'roc_auc', 'auc_with_ci',
            'fit_logistic', 'classifier_auc', 'image_documents', 'tfidf_features', 'person_box_pixels',
-           'mask_person_boxes', 'gendered_images', 'PersonMaskedImages', 'resolve_image_dir', 'TorchvisionFeaturizer',
+           'mask_person_boxes', 'gendered_images', 'PersonMaskedImages', 'TorchvisionFeaturizer',
            'load_image_featurizer']
 
 # %% ../../../nbs/papers/gensynth/00_spurious_correlations.ipynb #71cf5161
@@ -301,21 +302,7 @@ class PersonMaskedImages:
         return mask_person_boxes(im, self.boxes[i]) if self.mask else im
     def __repr__(self): return f"PersonMaskedImages({len(self)} images in {self.image_dir}, mask={self.mask})"
 
-def resolve_image_dir(source: str) -> Path:
-    "Local folder of COCO images from `shared:REL`, `coco2017:val2017|train2017` (fetched and unpacked) or a path."
-    if source.startswith("shared:"): return shared_path(source[len("shared:"):])
-    if source.startswith("coco2017:"):
-        split = source[len("coco2017:"):]
-        out = coco_cache_dir() / split
-        if not out.is_dir():
-            z = fetch_coco_archive(f"{split}.zip")
-            tmp = Path(tempfile.mkdtemp(prefix=f".{split}.", dir=coco_cache_dir()))
-            with zipfile.ZipFile(z) as zf: zf.extractall(tmp)
-            os.replace(tmp / split, out); shutil.rmtree(tmp, ignore_errors=True)
-        return out
-    p = Path(source).expanduser()
-    if not p.is_dir(): raise MissingDataError(f"Image folder {p} does not exist (source {source!r}).")
-    return p
+
 
 # %% ../../../nbs/papers/gensynth/00_spurious_correlations.ipynb #7b78f0a4
 class TorchvisionFeaturizer:
