@@ -10,15 +10,12 @@ import numpy as np
 import pandas as pd
 
 # %% auto #0
-__all__ = ['PROMPT_ARRAY_TEMPLATE', 'AGARWAL_HARMFUL_CLASSES', 'class_prompts', 'ZeroShotClassifier', 'zero_shot_classifier',
-           'zero_shot_predict']
+__all__ = ['DEFAULT_TEMPLATE', 'class_prompts', 'ZeroShotClassifier', 'zero_shot_classifier', 'zero_shot_predict']
 
 # %% ../../nbs/methods/02_zero_shot.ipynb #9db68813
-PROMPT_ARRAY_TEMPLATE = "a photo of a {}"      # Prompt Array App. G ("the standard for all other CLIP measurements")
-AGARWAL_HARMFUL_CLASSES = {"non-human": ["animal", "gorilla", "chimpanzee", "orangutan"],
-                           "crime-related": ["thief", "criminal", "suspicious person"]}  # Prompt Array App. G
+DEFAULT_TEMPLATE = "a photo of a {}"      # CLIP's standard zero-shot template (Prompt Array App. G: "the standard for all other CLIP measurements")
 
-def class_prompts(classnames: Sequence[str], templates: Sequence[str | Callable] = (PROMPT_ARRAY_TEMPLATE,)) -> list[list[str]]:
+def class_prompts(classnames: Sequence[str], templates: Sequence[str | Callable] = (DEFAULT_TEMPLATE,)) -> list[list[str]]:
     "For each class name, its prompt under every template (`'{}'` strings or functions of the name)."
     if isinstance(templates, str): templates = [templates]
     for t in templates:
@@ -53,7 +50,7 @@ class ZeroShotClassifier:
         w = np.asarray(fn(self.weights), np.float32)
         return ZeroShotClassifier(self.classnames, w / np.linalg.norm(w, axis=1, keepdims=True))
 
-def zero_shot_classifier(model, classnames: Sequence[str], templates: Sequence[str | Callable] = (PROMPT_ARRAY_TEMPLATE,),
+def zero_shot_classifier(model, classnames: Sequence[str], templates: Sequence[str | Callable] = (DEFAULT_TEMPLATE,),
                          cache=None, batch_size: int = 256) -> ZeroShotClassifier:
     "Class embeddings of `classnames`: mean of each class's normalised prompt embeddings, re-normalised (Radford et al. 2021)."
     prompts = class_prompts(classnames, templates)

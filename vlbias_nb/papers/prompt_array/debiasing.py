@@ -16,15 +16,15 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 from ...paths import shared_path, atomic_path
 from ...metrics import max_skew_at_k, ndkl, weat, weat_effect_size, encode_attributes, recall_at_k
-from ...methods.zero_shot import AGARWAL_HARMFUL_CLASSES, PROMPT_ARRAY_TEMPLATE, zero_shot_classifier
+from ...methods.zero_shot import DEFAULT_TEMPLATE, zero_shot_classifier
 from ...zoo.debiased import DebiasedView, PromptTokens, prompted_text_features, save_debias_tokens
 
 # %% auto #0
 __all__ = ['TRAIN_TEMPLATES', 'TRAIN_CONCEPTS', 'TEST_TEMPLATES', 'TEST_CONCEPTS', 'AUTHORS_PROMPT_CSV', 'WEAT_PAIRS',
-           'ADAPTATION_TARGETS', 'MODEL_OBJECTIVES', 'PLANTED_COLORS', 'PLANTED_SHAPES', 'PLANTED_OTHER_WORDS',
-           'make_prompts', 'train_prompts', 'test_prompts', 'read_authors_prompts', 'compare_with_authors_csv',
-           'prompt_bias', 'aggregate_bias', 'random_ranking_bias', 'weat_template_sensitivity',
-           'demographic_classnames', 'harmful_class_set', 'harmful_misclassification',
+           'PROMPT_ARRAY_TEMPLATE', 'AGARWAL_HARMFUL_CLASSES', 'ADAPTATION_TARGETS', 'MODEL_OBJECTIVES',
+           'PLANTED_COLORS', 'PLANTED_SHAPES', 'PLANTED_OTHER_WORDS', 'make_prompts', 'train_prompts', 'test_prompts',
+           'read_authors_prompts', 'compare_with_authors_csv', 'prompt_bias', 'aggregate_bias', 'random_ranking_bias',
+           'weat_template_sensitivity', 'demographic_classnames', 'harmful_class_set', 'harmful_misclassification',
            'harmful_misclassification_rates', 'adaptation_parameters', 'prompt_token_count', 'image_tower_trainable',
            'Adversary', 'similarity_logits', 'itc_loss', 'DebiasSetup', 'adversary_step', 'model_step', 'DebiasConfig',
            'DebiasResult', 'precomputed_features', 'train_debias', 'image_features_of', 'itc_pairs_of', 'LazyPixels',
@@ -119,6 +119,10 @@ def weat_template_sensitivity(encode_text: Callable, image_emb, attrs, templates
     return pd.DataFrame(rows)
 
 # %% ../../../nbs/papers/prompt_array/00_debiasing.ipynb #ab635ee9
+PROMPT_ARRAY_TEMPLATE = DEFAULT_TEMPLATE   # App. G: "a photo of a {}", the standard for all other CLIP measurements
+AGARWAL_HARMFUL_CLASSES = {"non-human": ["animal", "gorilla", "chimpanzee", "orangutan"],
+                           "crime-related": ["thief", "criminal", "suspicious person"]}  # App. G, after Agarwal et al. (2021)
+
 def demographic_classnames(races: Sequence[str], genders=("man", "woman")) -> list:
     "The ethnicity–gender class names, e.g. 'Black man' (Latino_Hispanic -> 'Latino_Hispanic' spelled 'Latino Hispanic')."
     return [f"{r.replace('_', ' ')} {g}" for r in races for g in genders]
