@@ -34,7 +34,8 @@ setuptools.setup(
                 + (['License :: ' + lic[1]] if lic[1] else []),
     url=cfg['git_url'],
     packages=setuptools.find_packages(include=['vlbias_nb', 'vlbias_nb.*']),
-    include_package_data=True,
+    include_package_data=True,   # MANIFEST.in lists vlbias_nb/resources; package_data ships it in the wheel too
+    package_data={'vlbias_nb': ['resources/*', 'resources/**/*']},
     install_requires=requirements,
     extras_require={'dev': dev_requirements, 'test': dev_requirements, 'full': full_requirements},
     dependency_links=cfg.get('dep_links', '').split(),
