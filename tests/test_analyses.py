@@ -2,6 +2,7 @@
 with its planted known answers read back from the tables it wrote; and the COCO analyses on planted data alone."""
 import json, pytest
 import numpy as np, pandas as pd
+from vlbias_nb.resources import known_answer
 from vlbias_nb.run.runner import analysis_notebooks, run_notebook
 
 NOTEBOOKS = analysis_notebooks()
@@ -33,9 +34,12 @@ def check_prompt_array(d):
     t = _table(d, "known_answer_before_after").set_index("model")
     before = t.loc["CLIP (planted fit)"]
     after = t.loc[[m for m in t.index if m.startswith("+ debias tokens")][0]]
-    assert before.maxskew > 2 * t.loc["random ranking"].maxskew                  # clearly above the random level
-    assert after.maxskew <= 0.5 * before.maxskew and after.ndkl <= 0.5 * before.ndkl   # cut by at least half
-    assert after["i2t_R@1"] >= 0.8 * before["i2t_R@1"]                             # held-out retrieval mostly kept
+    ka = known_answer("prompt_array.debias_itc")                                    # the bounds the notebook asserts
+    for k in ["maxskew", "ndkl"]:
+        assert before[k] > ka["before_over_chance_at_least"] * t.loc["random ranking", k]   # clearly above the random level
+    for k, b in ka["after_over_before_at_most"].items():                             # cut by at least half
+        assert after[k] <= b * before[k], (k, after[k], before[k])
+    assert after["i2t_R@1"] >= ka["after_over_before_at_least"]["downstream"] * before["i2t_R@1"]   # held-out retrieval mostly kept
     t7 = _table(d, "tab7_adaptation_targets")                                      # Tab. 7 on the planted source: tokens only in the prompt row
     assert t7.n_tokens.tolist() == [0, 2, 0, 0, 0] and (t7.data == "FairFace-style (planted)").all()
     assert not t7.comparable.any() and t7.reason.str.contains("planted data").all()   # beside the paper's numbers, flagged

@@ -10,9 +10,10 @@ import numpy as np
 import pandas as pd
 import vlbias_nb
 from .paths import save_table, save_figure, project_root
+from .resources import RESOURCES, read_resource_csv
 
 # %% auto #0
-__all__ = ['OUTPUT_KINDS', 'RESOURCES', 'ITEM_COLUMNS', 'LEDGER_STATUSES', 'LEDGER_COLUMNS', 'STATUS_COLOURS', 'ITEM_STATUSES',
+__all__ = ['OUTPUT_KINDS', 'ITEM_COLUMNS', 'LEDGER_STATUSES', 'LEDGER_COLUMNS', 'STATUS_COLOURS', 'ITEM_STATUSES',
            'ITEM_PRIORITY', 'random_weight_model', 'output_kind', 'output_label', 'table_html', 'show_table',
            'figure_png', 'figure_image', 'show_figure', 'papers', 'paper_items', 'Ledger', 'ledger_row_text',
            'ledger_html', 'published_ledgers', 'item_status', 'ledger_by_item', 'ledger_summary', 'summary_markdown',
@@ -138,12 +139,11 @@ def show_figure(fig, out_dir=None, name: str | None = None, title: str = "",
     return paths
 
 # %% ../nbs/18_report.ipynb #3d7df841
-RESOURCES = Path(vlbias_nb.__file__).parent / "resources"
 ITEM_COLUMNS = ["item", "kind", "title", "analysis"]
 
 def papers() -> pd.DataFrame:
     "The five papers: `paper_name`, `slug`, `title`, `venue`, `paper_file`."
-    return pd.read_csv(RESOURCES / "papers.csv")
+    return read_resource_csv("papers.csv", dtype=None, keep_default_na=True)
 
 def paper_items(paper_name: str | None = None) -> pd.DataFrame:
     "Every item of every paper (or of `paper_name`): `paper_name`, `item`, `kind`, `title`, `analysis`, in paper order."
@@ -151,8 +151,7 @@ def paper_items(paper_name: str | None = None) -> pd.DataFrame:
     for r in papers().itertuples():
         f = RESOURCES / "paper_items" / f"{r.slug}.csv"
         if not f.exists(): continue
-        try: t = pd.read_csv(f, dtype=str, keep_default_na=False)
-        except (pd.errors.ParserError, UnicodeDecodeError) as e: raise ValueError(f"{f} is not a valid CSV: {e}") from None
+        t = read_resource_csv(f"paper_items/{r.slug}.csv")     # a ValueError naming the file if it is not a valid CSV
         missing = set(ITEM_COLUMNS) - set(t.columns)
         if missing: raise ValueError(f"{f}: missing column(s) {sorted(missing)}; expected {ITEM_COLUMNS}")
         dup = t.item[t.item.duplicated()].tolist()

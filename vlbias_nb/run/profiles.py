@@ -5,101 +5,13 @@
 # %% ../../nbs/run/00_profiles.ipynb #ab8141a1
 from __future__ import annotations
 import copy
+from ..resources import read_resource_yaml
 
 # %% auto #0
 __all__ = ['PROFILES', 'profile_names', 'profile_overrides']
 
 # %% ../../nbs/run/00_profiles.ipynb #e354caa5
-PROFILES = {
-    "smoke": {
-        "description": "CPU, offline, minutes: planted-bias data and tiny random-weight models, plus the real data "
-                       "under VLBIAS_DATA where present (the notebooks' embedded defaults).",
-        "parameters": {},
-        "notebooks": {},
-    },
-    "full": {
-        "description": "Real datasets and pretrained models by their library names, on a GPU when available.",
-        "parameters": {
-            "device": "auto",
-            "coco_captions": "coco2017:captions_val2017.json",
-            "coco_train_captions": "coco2017:captions_train2017.json",
-            "coco_instances": "coco2017:instances_val2017.json",
-            "text_encoder": "sentence-transformers/all-roberta-large-v1",
-            "model": "ViT-B-32/openai",
-            "n_planted_images": 2000,
-        },
-        "notebooks": {
-            "coco_spurious_clusters": {
-                "n_real_images": 0, "image_featurizer": "torchvision:resnet50",
-                "image_train_captions": "coco2017:captions_train2017.json",
-                "image_train_instances": "coco2017:instances_train2017.json", "image_train_dir": "coco2017:train2017",
-                "image_test_captions": "coco2017:captions_val2017.json",
-                "image_test_instances": "coco2017:instances_val2017.json", "image_test_dir": "coco2017:val2017",
-                "n_blas_threads": 0,
-            },
-            "tfidf_table1": {"clip_captions": "coco2017:captions_val2017.json", "clip_images": "coco2017:val2017"},
-            "gensynth_editing": {
-                "generation_dir": "auto",
-                "source_instances": "coco2017:instances_train2017.json",
-                "source_captions": "coco2017:captions_train2017.json", "source_images": "coco2017:train2017",
-                "gallery_captions": "coco2017:captions_val2017.json", "gallery_images": "coco2017:val2017",
-                "n_sources": 0, "templates": [0, 1, 2, 3], "diffusion_pipeline": "timbrooks/instruct-pix2pix",
-                "edit_steps": 500, "edit_size": 512, "edit_batch_size": 16, "knn_k": 50,
-                "dino_embedder": "facebook/dino-vitb16",
-                "models": ["ViT-B-32/openai", "ViT-B-32/laion400m_e32", "ViT-B-32/laion2b_e16"],
-                "clip_clip_m": 100, "clip_clip_reference": True, "fairface_root": "auto",
-                "debiasclip_model": "debias:ViT-B-16/openai:oxai-vit-b-16-gender",
-            },
-            "prompt_array": {
-                "model": "ViT-B-16/openai", "fit_planted": False, "n_real_images": 0, "n_downstream_images": 0,
-                "k_skew": 1000, "lr_model": 2e-5, "lr_adversary": 2e-4, "adam_beta1": 0.9, "adv_warmup_epochs": 2, "itc_lambda": 0.05,
-                "itc_batch_size": 256, "objective": "max_ce", "train_all_templates": False,
-                "clip_clip_m": [490, 400, 256], "weat_n_perm": 10000,
-                "fig2_itc_lambdas": [0.0001, 0.001, 0.01, 0.1], "ablation_steps": 1000,
-                "fairface_root": "auto", "utkface_root": "auto", "flickr30k_root": "auto", "imagenet_root": "auto",
-                "cifar100_root": "auto", "n_threads": 0,
-            },
-            "lic": {"n_runs": 10, "human_captions_per_image": 5, "lstm_epochs": 20, "lstm_lr": 5e-5,
-                    "lstm_hidden_dim": 256, "bert": "bert-base-uncased", "bert_runs": 10, "bert_ft_epochs": 5,
-                    "bert_pre_epochs": 20, "pos_model": "en_core_web_sm",
-                    "caption_metrics": ["BLEU-4", "CIDEr", "METEOR", "ROUGE-L"], "caption_tokenizer": "ptb"},
-            "gab": {
-                "generation_dir": "auto",
-                "models": ["BAAI/AltCLIP", "EVA01-g-14/laion400m_s11b_b41k", "EVA02-L-14/merged2b_s4b_b131k",
-                           "RN50x64/openai", "ViT-B-16/openai", "NegCLIP-ViT-B-32", "ViT-B-32/openai", "ViT-L-14/openai",
-                           "coca_ViT-B-32/laion2b_s13b_b90k", "coca_ViT-L-14/laion2b_s13b_b90k", "facebook/flava-full",
-                           "kakaobrain/align-base"],
-                "tab1_models": ["RN50/openai", "RN50x64/openai", "ViT-B-32/openai", "ViT-B-16/openai", "ViT-L-14/openai",
-                                "ViT-B-32/laion400m_e32", "ViT-B-32/laion2b_e16", "EVA01-g-14/laion400m_s11b_b41k",
-                                "EVA02-L-14/merged2b_s4b_b131k", "coca_ViT-B-32/laion2b_s13b_b90k",
-                                "coca_ViT-L-14/laion2b_s13b_b90k", "NegCLIP-ViT-B-32", "openai/clip-vit-base-patch32",
-                                "openai/clip-vit-base-patch16", "facebook/flava-full", "kakaobrain/align-base", "BAAI/AltCLIP"],
-                "diffusion_pipeline": "stabilityai/stable-diffusion-xl-base-1.0", "n_generate_activities": 0,
-                "n_images_per_group": 30, "generation_steps": 50, "image_size": 1024,
-                "prompt_rewriter": "meta-llama/Llama-2-70b-chat-hf", "max_setting_combinations": 0,
-                "reference_images": "coco2017:val2017", "reference_instances": "coco2017:instances_val2017.json",
-                "n_reference_images": 5000, "fid_model": "inception_v3", "detector": "yolov8n.pt", "face_detector": "haar",
-                "apply_filters": True,  # §4.3.1 applied: failing images dropped before retrieval (MTCNN: facenet-pytorch pins torch<2.3, so "haar")
-                "lpips_net": "alex", "mlm_model": "roberta-large", "n_captions": 0,
-            },
-            "social_counterfactuals": {
-                "generation_dir": "auto",
-                "diffusion_pipeline": "CompVis/stable-diffusion-v1-4", "gen_occupations": "", "gen_prefixes": "",
-                "n_candidates": 100, "num_inference_steps": 50, "image_size": 512, "check_steps": 50,
-                # every zoo model the paper probes (CLIP, OpenCLIP, FLAVA, ALIP; LaCLIP and SLIP are not in the zoo)
-                "models": ["ViT-B-32/openai", "ViT-B-32/laion400m_e32", "ViT-B-32/laion2b_e16", "facebook/flava-full",
-                           "ALIP-ViT-B-32"],
-                "finetune_models": ["ViT-B-32/openai", "ALIP-ViT-B-32", "facebook/flava-full"],  # Tab 2: CLIP, ALIP, FLAVA
-                "segments": ["race_gender", "physical_gender", "physical_race"], "physical_characteristics": "",
-                "filter_keep_fraction": 0.0, "n_threads": 0,
-                "nsfw_model": "Falconsai/nsfw_image_detection", "finetune_epochs": 5, "finetune_lr": 1e-5, "check_seeds": 5,
-                "visogender_root": "auto", "pata_root": "auto", "flickr30k_root": "auto", "cifar10_root": "auto", "cifar100_root": "auto",
-                "caltech256_root": "auto",
-                "imagenet_root": "auto",
-            },
-        },
-    },
-}
+PROFILES = read_resource_yaml("profiles.yaml")   # vlbias_nb/resources/profiles.yaml: the profiles as data
 
 def profile_names() -> list[str]:
     "Names of the known profiles."

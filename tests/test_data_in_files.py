@@ -1,0 +1,138 @@
+"""Data lives in files, not in code: no literal collection in the package spans more than 40 lines; every file in
+`vlbias_nb/resources/` is read by some code or test; the loaders of `vlbias_nb.resources` fail with one clear message
+naming the file; and the collections moved out of the code kept their values."""
+import ast, fnmatch, hashlib, json, warnings
+import pytest
+import vlbias_nb.resources as resources
+from vlbias_nb.paths import MissingDataError, project_root
+from vlbias_nb.resources import (ResourceError, resource_path, read_word_list, read_resource_csv, read_resource_json,
+                                 read_resource_yaml, known_answer)
+
+ROOT = project_root()
+PKG, TESTS, RES = ROOT / "vlbias_nb", ROOT / "tests", ROOT / "vlbias_nb" / "resources"
+MAX_LINES = 40
+LOADERS = [read_word_list, read_resource_csv, read_resource_json, read_resource_yaml]
+
+def _sources(folder):
+    return sorted(p for p in folder.rglob("*.py") if "__pycache__" not in p.parts and p.name != "_modidx.py")
+
+def _parse(path):
+    with warnings.catch_warnings():                 # the package's own escape-sequence warnings are not this test's business
+        warnings.simplefilter("ignore", SyntaxWarning); warnings.simplefilter("ignore", DeprecationWarning)
+        return ast.parse(path.read_text(encoding="utf-8"))
+
+def long_literals(path, max_lines=MAX_LINES) -> list[str]:
+    "`file:line` of each list / tuple / dict / set display in `path` whose source spans more than `max_lines` lines."
+    tree = _parse(path)
+    where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path.name
+    return [f"{where}:{n.lineno} ({type(n).__name__}, {n.end_lineno - n.lineno + 1} lines)"
+            for n in ast.walk(tree)
+            if isinstance(n, (ast.List, ast.Tuple, ast.Dict, ast.Set)) and n.end_lineno - n.lineno + 1 > max_lines]
+
+def test_no_long_literal_collections_in_code():
+    bad = [hit for p in _sources(PKG) for hit in long_literals(p)]
+    assert not bad, (f"literal collections longer than {MAX_LINES} lines belong in vlbias_nb/resources/ "
+                     "(read through vlbias_nb.resources): " + "; ".join(bad))
+
+def test_the_scan_finds_a_long_literal(tmp_path):
+    p = tmp_path / "probe.py"
+    p.write_text("def f():\n    return {'a': [\n" + "".join(f"        {i},\n" for i in range(45)) + "    ]}\nY = (1,\n 2)\n")
+    assert long_literals(p) == ["probe.py:2 (Dict, 47 lines)", "probe.py:2 (List, 47 lines)"]   # nested ones too
+
+def _name_patterns(path) -> set[str]:
+    "Every string constant of `path`, and every f-string with its `{...}` parts as `*` (a glob pattern)."
+    out = set()
+    for n in ast.walk(_parse(path)):
+        if isinstance(n, ast.Constant) and isinstance(n.value, str): out.add(n.value)
+        elif isinstance(n, ast.JoinedStr):
+            pat = "".join(v.value if isinstance(v, ast.Constant) else "*" for v in n.values)
+            if not pat.startswith("*") and len(pat.replace("*", "")) >= 6: out.add(pat)
+    return out
+
+def test_every_resource_is_read_by_code_or_tests():
+    "A resource counts as read when its path under resources/ is named (or matched by an f-string) in package or test code."
+    patterns = set()
+    for p in _sources(PKG) + _sources(TESTS):
+        if p.name != "test_data_in_files.py": patterns |= _name_patterns(p)
+    files = sorted(str(f.relative_to(RES)) for f in RES.rglob("*") if f.is_file() and "__pycache__" not in f.parts)
+    assert len(files) > 3
+    orphans = [f for f in files if not any(f == s or fnmatch.fnmatchcase(f, s) for s in patterns if "/" in s or "." in s)]
+    assert not orphans, f"files in vlbias_nb/resources/ that no code or test reads: {orphans}"
+
+def test_every_paper_items_file_belongs_to_a_paper(monkeypatch):
+    "report.paper_items reads resources/paper_items/<slug>.csv for each paper of papers.csv: no other file there is read."
+    from vlbias_nb.report import paper_items
+    read = []
+    monkeypatch.setattr(resources, "resource_path", lambda name, _f=resources.resource_path: read.append(name) or _f(name))
+    paper_items()
+    on_disk = {f"paper_items/{f.name}" for f in (RES / "paper_items").glob("*.csv")}
+    assert on_disk and on_disk <= set(read), f"paper item files no paper reads: {sorted(on_disk - set(read))}"
+
+@pytest.mark.parametrize("loader", LOADERS, ids=lambda f: f.__name__)
+def test_loader_names_a_missing_file(loader):
+    with pytest.raises(MissingDataError, match=r"Missing package resource 'no_such/file\.x'.*vlbias_nb/resources"):
+        loader("no_such/file.x")
+
+@pytest.mark.parametrize("loader,text,what", [(read_resource_json, "{oops", "JSON"), (read_resource_yaml, "a: [1, 2", "YAML"),
+                                              (read_resource_csv, 'a,b\n"x,1\n', "CSV"), (read_word_list, b"\xff\xfe\xfa", "UTF-8 text")],
+                         ids=["json", "yaml", "csv", "txt"])
+def test_loader_names_a_malformed_file(loader, text, what, tmp_path, monkeypatch):
+    monkeypatch.setattr(resources, "RESOURCES", tmp_path)
+    f = tmp_path / "sub" / "bad.file"; f.parent.mkdir()
+    f.write_bytes(text.encode() if isinstance(text, str) else text)
+    with pytest.raises(ResourceError, match=rf"Package resource 'sub/bad\.file' \(.*bad\.file\) is not valid {what}"):
+        loader("sub/bad.file")
+
+def test_word_list_skips_blanks_and_comments(tmp_path, monkeypatch):
+    monkeypatch.setattr(resources, "RESOURCES", tmp_path)
+    (tmp_path / "w.txt").write_text("# header\nman\n\n  woman  # trailing comment\n")
+    assert read_word_list("w.txt") == ["man", "woman"]
+
+def test_known_answer_names_a_missing_key():
+    assert known_answer("prompt_array.debias_itc.after_over_before_at_most")["maxskew"] == 0.5
+    with pytest.raises(KeyError, match="'prompt_array.nope'"): known_answer("prompt_array.nope")
+
+# --- the collections moved out of the code keep their values -----------------------------------------------------------
+# sha256 of json.dumps(value) (key order included), taken from the Python literals before they were moved to files.
+MOVED = {
+    "vlbias_nb.papers.gab.activities.DEFAULT_GAB_ACTIVITIES": "997acafb3c994d7822c3c8c53c2b2cefa209015a5ab69caf767f88253ba885da",
+    "vlbias_nb.run.profiles.PROFILES": "b9a73038976b022255fbe298078540f6c846adb540e63eef87e48fde6cd2553c",
+}
+
+# Since the move, the parameter vocabulary (resources/parameters.csv) renamed seven profile keys; undone here, in place.
+RENAMED_SINCE = [(("full", "parameters"), "model", "clip_model"),
+                 (("full", "notebooks", "coco_spurious_clusters"), "n_blas_threads", "n_threads"),
+                 (("full", "notebooks", "gensynth_editing"), "diffusion_pipeline", "edit_pipeline"),
+                 (("full", "notebooks", "gensynth_editing"), "models", "bench_models"),
+                 (("full", "notebooks", "prompt_array"), "model", "bias_model"),
+                 (("full", "notebooks", "gab"), "diffusion_pipeline", "diffusion_model"),
+                 (("full", "notebooks", "social_counterfactuals"), "diffusion_pipeline", "pipeline")]
+
+def _before_renames(profiles):
+    import copy
+    out = copy.deepcopy(profiles)
+    for path, new, old in RENAMED_SINCE:
+        d = out
+        for k in path: d = d[k]
+        d.update({(old if k == new else k): v for k, v in [(k, d.pop(k)) for k in list(d)]})
+    return out
+
+@pytest.mark.parametrize("qualname", MOVED)
+def test_moved_collection_kept_its_value(qualname):
+    import importlib
+    mod, name = qualname.rsplit(".", 1)
+    value = getattr(importlib.import_module(mod), name)
+    if name == "PROFILES": value = _before_renames(value)
+    assert hashlib.sha256(json.dumps(value).encode()).hexdigest() == MOVED[qualname]
+
+def test_profiles_keep_python_types():
+    "YAML floats stay floats (`2e-5` without a dot would be a string in YAML 1.1), booleans booleans, empty strings strings."
+    from vlbias_nb.run.profiles import PROFILES
+    pa, sc = PROFILES["full"]["notebooks"]["prompt_array"], PROFILES["full"]["notebooks"]["social_counterfactuals"]
+    assert pa["lr_model"] == 2e-5 and isinstance(pa["lr_model"], float) and pa["fit_planted"] is False
+    assert sc["gen_occupations"] == "" and sc["filter_keep_fraction"] == 0.0
+
+def test_resources_ship_in_the_wheel():
+    "MANIFEST.in and setup.py's package_data both name vlbias_nb/resources, so sdist and wheel carry every file."
+    assert "recursive-include vlbias_nb/resources *" in (ROOT / "MANIFEST.in").read_text()
+    assert "'resources/**/*'" in (ROOT / "setup.py").read_text()
