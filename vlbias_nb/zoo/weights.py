@@ -14,16 +14,17 @@ import pandas as pd
 import torch
 from PIL import Image
 from tqdm.auto import tqdm
-from ..paths import MissingDataError, project_root
+from ..paths import ALLOW_DOWNLOAD_ENV, OFFLINE_ENVS, MissingDataError, download_refusal, downloads_allowed, offline_env, project_root
 from .registry import HF_MODEL_CLASSES, MissingWeightsError, ModelSpec
 
 # %% auto #0
-__all__ = ['MODELS_ENV', 'ALLOW_DOWNLOAD_ENV', 'models_dir', 'open_clip_weight_sources', 'checkpoint_target', 'locate_weights',
-           'hub_endpoint', 'host_reachable', 'downloads_allowed', 'missing_weights_message', 'ensure_weights',
-           'download_checkpoint']
+__all__ = ['MODELS_ENV', 'models_dir', 'open_clip_weight_sources', 'checkpoint_target', 'locate_weights', 'hub_endpoint',
+           'host_reachable', 'weights_missing_message', 'missing_weights_message', 'ensure_weights',
+           'download_checkpoint', 'announce_download', 'hf_local_folder', 'hf_missing_message', 'load_from_hub',
+           'url_weights_file']
 
 # %% ../../nbs/zoo/01_weights.ipynb #67d3c792
-MODELS_ENV, ALLOW_DOWNLOAD_ENV = "VLBIAS_MODELS", "VLBIAS_ALLOW_DOWNLOAD"
+MODELS_ENV = "VLBIAS_MODELS"   # ALLOW_DOWNLOAD_ENV and downloads_allowed come from vlbias_nb.paths (one policy)
 _WEIGHT_EXTS = (".safetensors", ".bin", ".pt", ".pth", ".ckpt")
 
 def models_dir() -> Path:
@@ -107,11 +108,6 @@ def host_reachable(url: str, timeout: float = 3.0) -> bool:
         with socket.create_connection((u.hostname, u.port or (443 if u.scheme == "https" else 80)), timeout=timeout): return True
     except OSError: return False
 
-def downloads_allowed(allow_download: bool | None = None) -> bool:
-    "`allow_download` if given, else `$VLBIAS_ALLOW_DOWNLOAD` (default off: only `1`, `true`, `yes`, `on` allow downloads)."
-    if allow_download is not None: return bool(allow_download)
-    return os.environ.get(ALLOW_DOWNLOAD_ENV, "0").strip().lower() in ("1", "true", "yes", "on")
-
 def _download_host(spec: ModelSpec) -> str:
     if spec.family == "open_clip" and spec.tag:
         src = open_clip_weight_sources(spec.arch, spec.tag)
@@ -124,6 +120,16 @@ def _hf_cache_root() -> str:
         return constants.HF_HUB_CACHE
     except Exception: return os.path.expanduser("~/.cache/huggingface/hub")
 
+def weights_missing_message(name: str, desc: str, reason: str, how: Sequence[str], fetch: str | None = None,
+                            tail: str = "") -> str:
+    """The one form of every zoo `MissingWeightsError`: the model and what it is, why it was not loaded, where to put
+    its files, and (when it can be downloaded) what would be fetched and how to allow downloading."""
+    lines = "\n".join(f"  - {h}" for h in how)
+    allow = (f"\nOr allow downloading ({fetch} would be fetched): set {ALLOW_DOWNLOAD_ENV}=1, with {' / '.join(OFFLINE_ENVS)} "
+             f"unset, where there is internet." if fetch else "")
+    return (f"Weights for model {name!r} ({desc}) are not on this machine, and {reason}.\n"
+            f"Provide them locally:\n{lines}{allow}" + (f"\n{tail}" if tail else ""))
+
 def missing_weights_message(spec: ModelSpec, reason: str) -> str:
     "The text of a `MissingWeightsError`: which model, why it could not be loaded, and how to provide it locally."
     md, hf = models_dir(), _hf_cache_root()
@@ -133,7 +139,7 @@ def missing_weights_message(spec: ModelSpec, reason: str) -> str:
                f"or load it by path: load_model('/path/to/file', arch={spec.arch!r}, preprocess_tag={spec.preprocess_tag!r})"]
         if spec.url: how.append(f"or download {spec.url} (set {ALLOW_DOWNLOAD_ENV}=1 to let the loader fetch it) and put it there")
         if spec.note: how.append(f"source: {spec.note}")
-        desc = f"open_clip {spec.arch} from a local checkpoint"
+        desc, fetch = f"open_clip {spec.arch} from a local checkpoint", spec.url
     elif spec.family == "open_clip" and spec.tag:
         src = open_clip_weight_sources(spec.arch, spec.tag)
         arch = spec.arch + ("-quickgelu" if src["quick_gelu"] and not spec.arch.endswith("-quickgelu") else "")
@@ -144,23 +150,21 @@ def missing_weights_message(spec: ModelSpec, reason: str) -> str:
                f"(or point HF_HUB_CACHE / HF_HOME at a folder holding it)",
                f"or download {url} and put it at {md / spec.arch / spec.tag / fname} ({MODELS_ENV} moves this folder)",
                "or pass checkpoint='/path/to/file' to load_model"]
-        desc = f"open_clip {spec.arch}, pretrained tag {spec.tag!r}" + (f", hub repo {src['hf_repo']}" if src["hf_repo"] else "")
+        desc, fetch = f"open_clip {spec.arch}, pretrained tag {spec.tag!r}" + (f", hub repo {src['hf_repo']}" if src["hf_repo"] else ""), url
     elif spec.family == "open_clip" and spec.arch and spec.arch.startswith("hf-hub:"):
         repo = spec.arch[len("hf-hub:"):]
         how = [f"on a machine with internet run: huggingface-cli download {repo}, and copy {hf}/models--{repo.replace('/', '--')} here",
                f"or download the repo into a folder and load it with load_model('/that/folder')"]
-        desc = f"open_clip model from hub repo {repo}"
+        desc, fetch = f"open_clip model from hub repo {repo}", f"{hub_endpoint()}/{repo}"
     else:
         how = [f"on a machine with internet run: huggingface-cli download {spec.hub_id} (or {HF_MODEL_CLASSES.get(spec.family, 'the model')}"
                f".from_pretrained('{spec.hub_id}')), and copy {hf}/models--{str(spec.hub_id).replace('/', '--')} to the same place here "
                f"(or point HF_HUB_CACHE / HF_HOME at a folder holding it)",
                f"or save_pretrained the model, tokenizer and image processor into {md / str(spec.hub_id)}",
                "or pass that local folder as the model name: load_model('/path/to/folder')"]
-        desc = f"transformers {HF_MODEL_CLASSES.get(spec.family, spec.family)} {spec.hub_id!r}"
-    lines = "\n".join(f"  - {h}" for h in how)
-    return (f"Weights for model {spec.name!r} ({desc}) are not on this machine, and {reason}.\n"
-            f"Provide them locally:\n{lines}\n"
-            f"Offline, use a tiny random-weight model instead (e.g. 'tiny-clip').")
+        desc, fetch = f"transformers {HF_MODEL_CLASSES.get(spec.family, spec.family)} {spec.hub_id!r}", f"{hub_endpoint()}/{spec.hub_id}"
+    return weights_missing_message(spec.name, desc, reason, how, fetch,
+                                   tail="Offline, use a tiny random-weight model instead (e.g. 'tiny-clip').")
 
 def ensure_weights(spec: ModelSpec, allow_download: bool | None = None, cache_dir: str | None = None) -> str | None:
     "Local weights of `spec`, or None if they may be downloaded now; raises `MissingWeightsError` otherwise."
@@ -168,7 +172,7 @@ def ensure_weights(spec: ModelSpec, allow_download: bool | None = None, cache_di
     if spec.checkpoint and not spec.url:
         raise MissingWeightsError(missing_weights_message(spec, "a local checkpoint cannot be downloaded"))
     if not downloads_allowed(allow_download):
-        raise MissingWeightsError(missing_weights_message(spec, f"downloading is turned off (set {ALLOW_DOWNLOAD_ENV}=1 or pass allow_download=True to allow it)"))
+        raise MissingWeightsError(missing_weights_message(spec, download_refusal()))
     host = spec.url if spec.checkpoint else _download_host(spec)
     if urlparse(host).scheme != "file" and not host_reachable(host):
         raise MissingWeightsError(missing_weights_message(spec, f"the download host {urlparse(host).hostname} cannot be reached (no internet?)"))
@@ -191,3 +195,60 @@ def download_checkpoint(spec: ModelSpec) -> str:
                                   "(Google Drive asks a browser to confirm large files; download it there, or with `gdown`)"))
     tmp.replace(target)
     return str(target)
+
+# %% ../../nbs/zoo/01_weights.ipynb #b93371cb
+_log = logging.getLogger("vlbias_nb.zoo")
+
+def announce_download(name: str, fetch: str):
+    "Log (warning level) that model `name` is about to be downloaded from `fetch` (downloads are allowed)."
+    _log.warning(f"downloading model {name!r} from {fetch} ({ALLOW_DOWNLOAD_ENV} allows it)")
+
+def hf_local_folder(repo_id: str, marker: str = "config.json", cache_dir=None) -> str | None:
+    "A local folder of hub model `repo_id` holding `marker`: the name as a folder, `models_dir()/<repo_id>`, or its HF cache snapshot."
+    p = Path(repo_id).expanduser()
+    if p.is_dir(): return str(p)
+    if (models_dir() / repo_id / marker).is_file(): return str(models_dir() / repo_id)
+    if c := _hf_cached(repo_id, marker, cache_dir): return str(Path(c).parent)
+    return None
+
+def hf_missing_message(name: str, desc: str, reason: str, tail: str = "") -> str:
+    "`weights_missing_message` for a Hugging Face hub model (`huggingface-cli download`, the cache, `save_pretrained`)."
+    hf, md = _hf_cache_root(), models_dir()
+    how = [f"on a machine with internet run: huggingface-cli download {name}, and copy {hf}/models--{name.replace('/', '--')} "
+           f"to the same place here (or point HF_HUB_CACHE / HF_HOME at a folder holding it)",
+           f"or save_pretrained it into {md / name} ({MODELS_ENV} moves this folder), or pass that folder as the model name"]
+    return weights_missing_message(name, desc, reason, how, fetch=f"{hub_endpoint()}/{name}", tail=tail)
+
+def _first_line(e: Exception) -> str: return f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:200]}"
+
+def load_from_hub(name: str, desc: str, load: Callable, marker: str = "config.json", allow_download: bool | None = None,
+                  tail: str = ""):
+    """`load(source, local_files_only)` on the local copy of hub model `name`; without one, on `name` itself when
+    `downloads_allowed(allow_download)` and the hub answers; else (or when loading fails) a `MissingWeightsError`."""
+    name = str(name)
+    if (d := hf_local_folder(name, marker)) is not None:
+        try: return load(d, True)
+        except (OSError, ValueError) as e:
+            raise MissingWeightsError(hf_missing_message(name, desc, f"its local copy {d} cannot be loaded ({_first_line(e)})", tail)) from None
+    if not downloads_allowed(allow_download): raise MissingWeightsError(hf_missing_message(name, desc, download_refusal(), tail))
+    if not host_reachable(hub_endpoint()):
+        raise MissingWeightsError(hf_missing_message(name, desc, f"the download host {urlparse(hub_endpoint()).hostname} "
+                                                                 "cannot be reached (no internet?)", tail))
+    announce_download(name, f"{hub_endpoint()}/{name}")
+    try: return load(name, False)
+    except (OSError, ValueError) as e:
+        raise MissingWeightsError(hf_missing_message(name, desc, f"downloading failed ({_first_line(e)})", tail)) from None
+
+def url_weights_file(name: str, desc: str, url: str, dest: str | os.PathLike, allow_download: bool | None = None,
+                     how: Sequence[str] = (), tail: str = "") -> tuple[Path, bool]:
+    """`(dest, present)` for a weights file that its own library fetches from `url` into `dest`: present, or absent and
+    allowed to be downloaded now (announced); otherwise a `MissingWeightsError` naming `url` and `dest`."""
+    dest = Path(dest)
+    if dest.is_file(): return dest, True
+    def err(reason):
+        return MissingWeightsError(weights_missing_message(name, desc, reason, [f"download {url} and put it at {dest}", *how], url, tail))
+    if not downloads_allowed(allow_download): raise err(download_refusal())
+    if urlparse(url).scheme != "file" and not host_reachable(url):
+        raise err(f"the download host {urlparse(url).hostname} cannot be reached (no internet?)")
+    announce_download(name, url)
+    return dest, False

@@ -145,20 +145,10 @@ def tiny_roberta_mlm(seed: int = 0):
     return RobertaForMaskedLM(cfg).eval(), tok
 
 def load_fill_mask(name: str = "roberta-large", seed: int = 0, device: str = "cpu"):
-    "(model, tokenizer) of a masked LM by name: `tiny-roberta` offline, else transformers from the local cache."
+    "(model, tokenizer) of a masked LM by name: `tiny-roberta` offline, else `zoo.text_models.load_masked_lm` (local files; downloads only when allowed)."
     if name == "tiny-roberta": return tiny_roberta_mlm(seed)
-    from transformers import AutoModelForMaskedLM, AutoTokenizer
-    import os
-    local_only = os.environ.get("HF_HUB_OFFLINE", "0") == "1" or not Path(name).exists() and os.environ.get("VLBIAS_ALLOW_DOWNLOAD", "0") != "1"
-    try:
-        tok = AutoTokenizer.from_pretrained(name, local_files_only=local_only)
-        model = AutoModelForMaskedLM.from_pretrained(name, local_files_only=local_only).to(device).eval()
-    except (OSError, ValueError) as e:
-        raise MissingDataError(f"Fill-mask model {name!r} (parameter `mlm_model`) is not available locally "
-                               f"({type(e).__name__}). Download it where there is network access (`huggingface-cli download "
-                               f"{name}`), copy the Hugging Face cache here, set VLBIAS_ALLOW_DOWNLOAD=1 to allow "
-                               f"downloading, or use 'tiny-roberta' offline.") from None
-    return model, tok
+    from vlbias_nb.zoo.text_models import load_masked_lm
+    return load_masked_lm(name, device=device, tail="This is the fill-mask model of parameter `mlm_model`; offline, use 'tiny-roberta'.")
 
 # %% ../../../nbs/papers/gab/00_activities.ipynb #62d184d3
 def mlm_bias_scores(activities: Sequence[str], model=None, tokenizer=None, name: str | None = None,

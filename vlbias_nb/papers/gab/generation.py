@@ -140,19 +140,11 @@ def tiny_gpt2(seed: int = 0):
     return GPT2LMHeadModel(cfg).eval(), tok
 
 def load_text_generator(name: str, seed: int = 0, device: str = "cpu", param: str = "prompt_rewriter"):
-    "(model, tokenizer) of a text-generation model by hub name or folder, from local files; `tiny-gpt2` offline."
+    "(model, tokenizer) of a text-generation model by hub name or folder (`zoo.text_models.load_causal_lm`: local files, downloads only when allowed); `tiny-gpt2` offline."
     if name == "tiny-gpt2": return tiny_gpt2(seed)
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    local_only = os.environ.get("VLBIAS_ALLOW_DOWNLOAD", "0") != "1"
-    try:
-        tok = AutoTokenizer.from_pretrained(name, local_files_only=local_only)
-        model = AutoModelForCausalLM.from_pretrained(name, local_files_only=local_only, torch_dtype="auto").to(device).eval()
-    except (OSError, ValueError) as e:
-        raise MissingDataError(f"Text-generation model {name!r} (parameter `{param}`) is not available locally "
-                               f"({type(e).__name__}); nothing is downloaded. Download it where there is network access "
-                               f"(`huggingface-cli download {name}`) and copy the Hugging Face cache here (HF_HOME), pass a "
-                               f"local folder, set VLBIAS_ALLOW_DOWNLOAD=1, or use the offline 'template' rewriter.") from None
-    return model, tok
+    from vlbias_nb.zoo.text_models import load_causal_lm
+    return load_causal_lm(name, device=device, tail=f"This is the text-generation model of parameter `{param}`; nothing is "
+                          "downloaded unless allowed. Offline, use the 'template' rewriter.")
 
 # %% ../../../nbs/papers/gab/03_generation.ipynb #9519a809
 class LLMRewriter:

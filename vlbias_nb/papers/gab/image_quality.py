@@ -12,10 +12,10 @@ from PIL import Image
 from ...paths import MissingDataError
 
 # %% auto #0
-__all__ = ['INCEPTION_WEIGHTS', 'HAAR_FACE', 'FACE_DETECTORS', 'PAPER_QUALITY', 'frechet_distance', 'fid_from_features',
-           'to_gray', 'ssim', 'mean_pairwise', 'person_share', 'passes_quality', 'quality_mask', 'apply_quality_filter',
-           'inception_weights_file', 'load_inception', 'load_detector', 'load_haar_face_detector', 'load_face_detector',
-           'load_lpips', 'thumbnail_features', 'quality_report']
+__all__ = ['HAAR_FACE', 'FACE_DETECTORS', 'PAPER_QUALITY', 'frechet_distance', 'fid_from_features', 'to_gray', 'ssim',
+           'mean_pairwise', 'person_share', 'passes_quality', 'quality_mask', 'apply_quality_filter', 'load_inception',
+           'load_detector', 'load_haar_face_detector', 'load_face_detector', 'load_lpips', 'thumbnail_features',
+           'quality_report']
 
 # %% ../../../nbs/papers/gab/02_image_quality.ipynb #e2dbdc1e
 def frechet_distance(mu1, sigma1, mu2, sigma2, eps: float = 1e-6) -> float:
@@ -107,18 +107,7 @@ def apply_quality_filter(images: pd.DataFrame, pil_images: Sequence, keep) -> tu
 def _missing(what, name, param, how):
     return MissingDataError(f"{what} {name!r} (parameter `{param}`) is not available offline: {how}")
 
-INCEPTION_WEIGHTS = {  # name -> (package that builds the network, weights URL)
-    "inception_v3": ("torchvision", "https://download.pytorch.org/models/inception_v3_google-0cc3c7bd.pth"),
-    "pt_inception-2015-12-05": ("pytorch_fid", "https://github.com/mseitzer/pytorch-fid/releases/download/fid_weights/"
-                                               "pt_inception-2015-12-05-6726825d.pth"),
-}
-
-def inception_weights_file(name: str) -> Path:
-    "Where torch hub keeps the weights of FID Inception `name` (`$TORCH_HOME/hub/checkpoints/<file>`); unknown names raise."
-    if name not in INCEPTION_WEIGHTS:
-        raise ValueError(f"unknown Inception network {name!r} (parameter `fid_model`); known: {list(INCEPTION_WEIGHTS)}")
-    import torch
-    return Path(torch.hub.get_dir()) / "checkpoints" / INCEPTION_WEIGHTS[name][1].rsplit("/", 1)[1]
+from ...zoo.vision import INCEPTION_WEIGHTS, inception_weights_file   # the zoo names the networks and their files
 
 def _batched(net_fn, prep, device, batch_size):
     import torch
@@ -132,34 +121,22 @@ def _batched(net_fn, prep, device, batch_size):
 def load_inception(name: str = "inception_v3", device: str = "cpu", batch_size: int = 64):
     """images -> 2048-d pool features for FID (GAB eq. 2) by name: 'inception_v3' (torchvision, IMAGENET1K_V1) or
     'pt_inception-2015-12-05' (pytorch-fid's port of the TensorFlow FID Inception; needs `pytorch-fid`). Weights come
-    from the torch hub cache; when absent the error names the URL and the folder (downloads: VLBIAS_ALLOW_DOWNLOAD=1)."""
-    import os, torch
+    from the torch hub cache (`zoo.vision.load_inception_net`); when absent the error names the URL and the folder."""
     f, (pkg, url) = inception_weights_file(name), INCEPTION_WEIGHTS[name]
     if pkg == "pytorch_fid":
-        try: from pytorch_fid.inception import InceptionV3
+        try: import pytorch_fid
         except ImportError: raise _missing("Inception network", name, "fid_model", "install `pytorch-fid` (it builds the FID "
                                            f"Inception) and put {url} into {f.parent}/.") from None
-    if not f.is_file() and os.environ.get("VLBIAS_ALLOW_DOWNLOAD", "0") != "1":
-        raise _missing("Inception network", name, "fid_model", f"its weights {f.name} are not in {f.parent}; download {url} "
-                       f"and put it there (or set VLBIAS_ALLOW_DOWNLOAD=1 where downloads work).")
-    if pkg == "pytorch_fid":
-        import torchvision.transforms.functional as F
-        net = InceptionV3([InceptionV3.BLOCK_INDEX_BY_DIM[2048]]).eval().to(device)  # resizes to 299, scales to [-1, 1]
-        return _batched(lambda x: net(x)[0], lambda im: F.to_tensor(im.resize((299, 299), Image.BILINEAR)), device, batch_size)
-    from torchvision.models import inception_v3, Inception_V3_Weights
-    w = Inception_V3_Weights.IMAGENET1K_V1
-    net = inception_v3(weights=w, aux_logits=True).eval().to(device)
-    net.fc = torch.nn.Identity()
-    return _batched(net, w.transforms(), device, batch_size)
+    from vlbias_nb.zoo.vision import load_inception_net
+    net, prep = load_inception_net(name, device, tail="This is the Inception network of parameter `fid_model`.")
+    return _batched(net, prep, device, batch_size)
 
 # %% ../../../nbs/papers/gab/02_image_quality.ipynb #b6ea3b17
 def load_detector(name: str = "yolov8n.pt"):
-    "An ultralytics YOLO detector by checkpoint name; returns images -> list of class-name lists."
-    try:
-        from ultralytics import YOLO
-        m = YOLO(name)
-    except Exception as e:
-        raise _missing("object detector", name, "detector", f"{type(e).__name__}: install `ultralytics` and place the checkpoint locally.") from None
+    "An ultralytics YOLO detector by checkpoint name (`zoo.vision.load_yolo`); returns images -> list of class-name lists."
+    from vlbias_nb.zoo.vision import load_yolo
+    try: m = load_yolo(name, tail="This is the object detector of parameter `detector`.")
+    except ImportError as e: raise _missing("object detector", name, "detector", f"{type(e).__name__}: install `ultralytics`.") from None
     return lambda images: [[r.names[int(c)] for c in r.boxes.cls] for r in m(list(images), verbose=False)]
 
 HAAR_FACE = "haarcascade_frontalface_default.xml"
@@ -206,12 +183,10 @@ def load_face_detector(name: str = "mtcnn"):
     return lambda images: [0 if b is None else len(b) for b in (m.detect(im.convert("RGB"))[0] for im in images)]
 
 def load_lpips(name: str = "alex"):
-    "The `lpips` perceptual distance (AlexNet by default); returns (img_a, img_b) -> distance."
-    try:
-        import lpips, torch
-        net = lpips.LPIPS(net=name, verbose=False)
-    except Exception as e:
-        raise _missing("LPIPS network", name, "lpips_net", f"{type(e).__name__}: install `lpips` with its weights.") from None
+    "The `lpips` perceptual distance (AlexNet by default; `zoo.vision.load_lpips_net`); returns (img_a, img_b) -> distance."
+    from vlbias_nb.zoo.vision import load_lpips_net
+    try: net = load_lpips_net(name, tail="This is the LPIPS backbone of parameter `lpips_net`.")
+    except ImportError as e: raise _missing("LPIPS network", name, "lpips_net", f"{type(e).__name__}: install `lpips`.") from None
     import torchvision.transforms.functional as F
     t = lambda im: F.to_tensor(im.convert("RGB").resize((256, 256)))[None] * 2 - 1
     return lambda a, b: float(net(t(a), t(b)).item())

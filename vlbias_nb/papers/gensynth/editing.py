@@ -339,8 +339,8 @@ class HFImageEmbedder:
 
 def load_image_embedder(name: str, device: str = "auto", seed: int = 0):
     """An object with `encode_image(images) -> (n, d)` for the KNN filter: `tiny-dino`, a DINO/DINOv2 hub name or
-    folder (transformers), or any `vlbias_nb.zoo` name (CLIP-like zoo models)."""
-    from transformers import AutoImageProcessor, AutoModel, Dinov2Config, Dinov2Model, BitImageProcessor
+    folder (`zoo.vision.load_dino`), or any `vlbias_nb.zoo` name (CLIP-like zoo models)."""
+    from transformers import Dinov2Config, Dinov2Model, BitImageProcessor
     dev = ("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device
     if name == "tiny-dino":
         torch.manual_seed(seed)
@@ -349,12 +349,8 @@ def load_image_embedder(name: str, device: str = "auto", seed: int = 0):
                                  image_mean=[0.485, 0.456, 0.406], image_std=[0.229, 0.224, 0.225])
         return HFImageEmbedder(name, Dinov2Model(cfg), proc, dev)
     if "dino" in name.lower():
-        try:
-            return HFImageEmbedder(name, AutoModel.from_pretrained(name), AutoImageProcessor.from_pretrained(name), dev)
-        except (OSError, ValueError) as e:
-            raise MissingDataError(f"Could not load image embedder {name!r} ({type(e).__name__}: {str(e)[:150]}). Without "
-                                   f"network access, run `huggingface-cli download {name}` elsewhere and copy the Hugging "
-                                   f"Face cache here (HF_HOME), or pass the local folder.") from None
+        from vlbias_nb.zoo.vision import load_dino
+        return HFImageEmbedder(name, *load_dino(name, tail="This is the image embedder of the KNN filter (`dino_embedder`)."), dev)
     from vlbias_nb.zoo.factory import load_model
     return load_model(name, device=dev, seed=seed)
 

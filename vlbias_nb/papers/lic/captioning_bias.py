@@ -311,22 +311,13 @@ def tiny_bert(token_lists, seed: int = 0):
         return BertModel(cfg), tok
 
 def load_bert(name: str = "bert-base-uncased", token_lists=None, seed: int = 0):
-    """`(BertModel, tokenizer)` by hub name or local folder (cached weights only when offline), or the tiny random BERT
+    """`(BertModel, tokenizer)` by hub name or local folder (`zoo.text_models.load_bert_model`: local files, downloads only
+    when allowed), or the tiny random BERT
     for `name='tiny-bert'` (built over the words of `token_lists`). The tokenizer knows `<gender>` as a special token."""
     if name == TINY_BERT: model, tok = tiny_bert(token_lists or [], seed)
     else:
-        from transformers import BertModel, BertTokenizerFast
-        try:
-            tok = BertTokenizerFast.from_pretrained(name)
-            with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(seed)
-                model = BertModel.from_pretrained(name, add_pooling_layer=False)
-        except (OSError, ValueError) as e:
-            raise MissingDataError(
-                f"BERT weights {name!r} could not be loaded ({type(e).__name__}: {str(e).splitlines()[0][:200]}). Give a hub name "
-                f"on a machine that can download it, or a local folder saved with save_pretrained (model + tokenizer), or copy "
-                f"the Hugging Face cache (models--{name.replace('/', '--')}) here. Offline, bert='{TINY_BERT}' runs the code "
-                f"on a tiny random BERT (a code check only).") from None
+        from vlbias_nb.zoo.text_models import load_bert_model
+        model, tok = load_bert_model(name, seed=seed, tail=f"Offline, bert='{TINY_BERT}' runs the code on a tiny random BERT (a code check only).")
     if GENDER_TOKEN not in tok.get_vocab():
         tok.add_special_tokens({"additional_special_tokens": [GENDER_TOKEN]})
         with torch.random.fork_rng(devices=[]):

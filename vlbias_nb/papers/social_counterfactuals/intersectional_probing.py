@@ -44,14 +44,11 @@ def set_similarities(text_emb, image_emb) -> tuple[np.ndarray, np.ndarray]:
 NSFW_MODEL = "Falconsai/nsfw_image_detection"
 
 def load_nsfw_classifier(name: str = NSFW_MODEL, device: str = "cpu"):
-    "transformers image-classification pipeline of the NSFW filter (§3.4); `tiny-nsfw` gives a random offline one."
-    from transformers import pipeline
+    """transformers image-classification pipeline of the NSFW filter (§3.4), by `zoo.vision.load_nsfw_pipeline` (local
+    files, downloads only when allowed); `tiny-nsfw` gives a random offline one."""
     if name == "tiny-nsfw": return tiny_nsfw_classifier()
-    try: return pipeline("image-classification", model=name, device=device)
-    except Exception as e:
-        raise MissingDataError(f"Could not load the NSFW classifier {name!r} ({type(e).__name__}: {str(e)[:150]}). Without "
-                               f"network access, download it elsewhere (`huggingface-cli download {name}`) and copy the "
-                               f"Hugging Face cache here (HF_HOME), or pass a local folder.") from None
+    from vlbias_nb.zoo.vision import load_nsfw_pipeline
+    return load_nsfw_pipeline(name, device=device, tail="This is the NSFW classifier (parameter `nsfw_model`); offline, use 'tiny-nsfw'.")
 
 def tiny_nsfw_classifier(seed: int = 0):
     "A random-weight ViT image classifier with labels normal/nsfw, offline (exercises the code path only)."
