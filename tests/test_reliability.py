@@ -392,8 +392,15 @@ def test_ctrl_c_says_in_one_line_what_was_kept(tmp_path):
     out = tmp_path / "out"
     p = subprocess.Popen([*CLI, "run", "coco_gender_labels", "-p", "n_planted_images", "400000", "--out", str(out)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    _wait_for(lambda: list(out.glob(".staging/**/*.ipynb")) or p.poll() is not None, what="the notebook to start")
-    time.sleep(4)                                                                    # the kernel is busy planting data
+    def planting():                        # papermill marks the cell it is running; wait for the one planting data
+        for f in out.glob(".staging/**/*.ipynb"):
+            try: cells = json.loads(f.read_text())["cells"]
+            except (ValueError, OSError): continue
+            if any(c.get("metadata", {}).get("papermill", {}).get("status") == "running" and "make_planted_coco" in "".join(c["source"])
+                   for c in cells): return True
+        return p.poll() is not None
+    _wait_for(planting, timeout=300, what="the notebook to start planting data")
+    time.sleep(1)                                                                    # the kernel is busy planting data
     os.killpg(p.pid, signal.SIGINT)
     _, err = p.communicate(timeout=120)
     assert p.returncode == 130, err[-3000:]

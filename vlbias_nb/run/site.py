@@ -20,9 +20,11 @@ __all__ = ['RUN_RECORD_TAG', 'PROFILE_NOTES', 'PRIVATE_RECORD_KEYS', 'README_STA
 # %% ../../nbs/run/02_site.ipynb #ba9df720
 _ABS_PATH = re.compile(r"(?:^|(?<=[\s'\"(=\[,:]))(/(?:[\w.+@-]+/)+[\w.+@-]*)")
 
+_DATA_URI = re.compile(r"data:[\w/+.-]+;base64,[A-Za-z0-9+/=]+")
+
 def absolute_paths(text: str) -> list[str]:
-    "The absolute file paths (`/a/b…`) written in `text`."
-    return [m for m in _ABS_PATH.findall(text) if not m.startswith("//")]
+    "The absolute file paths (`/a/b…`) written in `text` (embedded `data:` images are not paths)."
+    return [m for m in _ABS_PATH.findall(_DATA_URI.sub("", text)) if not m.startswith("//")]
 
 def path_replacements(extra: dict | None = None) -> list[tuple[str, str]]:
     "`(absolute prefix, replacement)` pairs, longest prefix first: `extra`, the checkout, the data, tmp and home folders."
