@@ -554,7 +554,9 @@ def git_state(root=None) -> tuple[str | None, bool | None]:
     try:
         head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=20)
         if head.returncode: return None, None
-        st = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, timeout=60)
+        from vlbias_nb.run.site import unpublished_pathspec         # what --publish writes does not make a run dirty
+        st = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no", *unpublished_pathspec()],
+                            capture_output=True, text=True, timeout=60)
         return head.stdout.strip(), bool(st.stdout.strip()) if st.returncode == 0 else None
     except (OSError, subprocess.SubprocessError): return None, None
 

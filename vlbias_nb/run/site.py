@@ -10,12 +10,13 @@ import nbformat
 from ..paths import project_root, data_root, write_text_atomic
 
 # %% auto #0
-__all__ = ['RUN_RECORD_TAG', 'PROFILE_NOTES', 'PRIVATE_RECORD_KEYS', 'README_START', 'README_END', 'LIBRARY_LAYERS',
-           'absolute_paths', 'path_replacements', 'scrub_paths', 'PublishError', 'collapse_carriage_returns',
-           'clean_outputs', 'git_commit', 'changed_parameters', 'run_record_markdown', 'nbdev_clean_notebook',
-           'merge_run_outputs', 'notebook_defaults_of', 'publish_notebook', 'execute_in_place', 'readme_summary',
-           'update_readme_summary', 'notebook_front_matter', 'notebook_title', 'library_pages', 'site_navigation',
-           'write_navigation', 'process_docs', 'render_html', 'publish_home']
+__all__ = ['RUN_RECORD_TAG', 'PROFILE_NOTES', 'PUBLISHED_PATHS', 'PRIVATE_RECORD_KEYS', 'README_START', 'README_END',
+           'LIBRARY_LAYERS', 'absolute_paths', 'path_replacements', 'scrub_paths', 'PublishError',
+           'collapse_carriage_returns', 'clean_outputs', 'unpublished_pathspec', 'device_text', 'git_commit',
+           'changed_parameters', 'run_record_markdown', 'nbdev_clean_notebook', 'merge_run_outputs',
+           'notebook_defaults_of', 'publish_notebook', 'execute_in_place', 'readme_summary', 'update_readme_summary',
+           'notebook_front_matter', 'notebook_title', 'library_pages', 'site_navigation', 'write_navigation',
+           'process_docs', 'render_html', 'publish_home']
 
 # %% ../../nbs/run/02_site.ipynb #ba9df720
 _ABS_PATH = re.compile(r"(?:^|(?<=[\s'\"(=\[,:]))(/(?:[\w.+@-]+/)+[\w.+@-]*)")
@@ -86,12 +87,24 @@ PROFILE_NOTES = {
     "full": "real datasets and pretrained models named as their libraries name them.",
 }
 
+PUBLISHED_PATHS = ("figures", "nbs/analyses", "nbs/index.ipynb", "nbs/sidebar.yml", "README.md")   # what --publish writes
+
+def unpublished_pathspec() -> list[str]:
+    """git pathspec of the checkout without what `--publish` writes: a run is 'with uncommitted changes' only when code
+    or data files differ from the commit, not because earlier notebooks of the same `reproduce` were published."""
+    return ["--", ".", *[f":(exclude){p}" for p in PUBLISHED_PATHS]]
+
+def device_text(device) -> str:
+    "The device of a run record in words: the GPU's name, else what torch used (`cpu`)."
+    if isinstance(device, dict): return device.get("gpu") or str(device.get("used") or device.get("requested") or "?")
+    return str(device)
+
 def git_commit(root=None) -> tuple[str | None, bool]:
     "`(HEAD commit, working tree has uncommitted changes)` of the checkout at `root`, or `(None, False)` outside one."
     root = Path(root or project_root())
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
-        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", *unpublished_pathspec()], cwd=root,
                                     capture_output=True, text=True, check=True).stdout.strip())
         return head, dirty
     except (OSError, subprocess.CalledProcessError): return None, False
@@ -108,7 +121,7 @@ def run_record_markdown(name: str, record: dict, defaults: dict | None = None, r
     where = (f"commit `{commit[:7]}`" + (" with uncommitted changes" if record.get("git_dirty") else "")) if commit else "no git commit"
     when = str(record.get("finished", "?"))[:16].replace("T", " ")
     dur = f", {record['seconds']:.0f} s" if isinstance(record.get("seconds"), (int, float)) else ""
-    dev = f" on {record['device']}" if record.get("device") else ""
+    dev = f" on {device_text(record['device'])}" if record.get("device") else ""
     changed = changed_parameters(record, defaults or {})
     params = ("the notebook's defaults" + (" with the profile's" if prof != "smoke" else "")) if not changed else \
         "the notebook's defaults except " + ", ".join(f"`{k} = {v!r}`" for k, v in sorted(changed.items()))
