@@ -13,12 +13,12 @@ from .paths import save_table, save_figure, project_root
 from .resources import RESOURCES, read_resource_csv
 
 # %% auto #0
-__all__ = ['OUTPUT_KINDS', 'ITEM_COLUMNS', 'LEDGER_STATUSES', 'LEDGER_COLUMNS', 'STATUS_COLOURS', 'ITEM_STATUSES',
-           'ITEM_PRIORITY', 'random_weight_model', 'output_kind', 'output_label', 'table_html', 'show_table',
-           'figure_png', 'figure_image', 'show_figure', 'papers', 'paper_items', 'Ledger', 'ledger_row_text',
-           'ledger_html', 'published_ledgers', 'item_status', 'ledger_by_item', 'ledger_summary', 'summary_markdown',
-           'plot_item_status', 'reproduced_rows', 'plot_paper_vs_ours', 'item_table_html', 'show_ledger_overview',
-           'show_paper_ledger']
+__all__ = ['OUTPUT_KINDS', 'COMPARABILITY_REASONS', 'ITEM_COLUMNS', 'LEDGER_STATUSES', 'LEDGER_COLUMNS', 'LEDGER_REASONS',
+           'STATUS_COLOURS', 'ITEM_STATUSES', 'ITEM_PRIORITY', 'random_weight_model', 'output_kind', 'output_label',
+           'table_html', 'with_comparability', 'show_table', 'figure_png', 'figure_image', 'show_figure', 'papers',
+           'paper_items', 'with_ledger_comparability', 'Ledger', 'ledger_row_text', 'ledger_html', 'published_ledgers',
+           'item_status', 'ledger_by_item', 'ledger_summary', 'summary_markdown', 'plot_item_status', 'reproduced_rows',
+           'plot_paper_vs_ours', 'item_table_html', 'show_ledger_overview', 'show_paper_ledger']
 
 # %% ../nbs/18_report.ipynb #d0696b0e
 OUTPUT_KINDS = {
@@ -90,11 +90,24 @@ def table_html(df: pd.DataFrame, max_rows: int = 25, digits: int = 4, index: boo
     if max_rows and len(df) > max_rows: out += f"<p><small>… {len(df) - max_rows} more rows in the CSV.</small></p>"
     return out
 
+COMPARABILITY_REASONS = {"pipeline check": "a tiny test model with random weights: a pipeline check, never a result",
+                         "validation": "method validation on planted data: the planted answer, not the paper's quantity",
+                         "paper": "the paper's own numbers"}
+
+def with_comparability(df: pd.DataFrame, kind: str | None = None, model=None) -> pd.DataFrame:
+    """`df` with `comparable` and `reason` columns when a column names the paper and the table has none yet: comparable
+    when the output is a result (or data) of real models (`output_kind`), else the reason (`COMPARABILITY_REASONS`)."""
+    if "comparable" in df.columns or not any("paper" in str(c).lower() for c in df.columns): return df
+    k = output_kind(kind, model)
+    ok = k in ("result", "data")
+    return df.assign(comparable=ok, reason="" if ok else COMPARABILITY_REASONS[k])
+
 def show_table(df: pd.DataFrame, out_dir=None, name: str | None = None, title: str = "",
                kind: str | None = None, model=None, data: str | None = None, note: str | None = None,
                max_rows: int = 25, digits: int = 4, index: bool = False) -> None:
     """Save `df` to `<out_dir>/tables/<name>.csv` (when both are given) and display it under its label (`output_label`).
     Returns nothing, so a notebook never shows the table twice."""
+    df = with_comparability(df, kind, model)
     if out_dir is not None and name: save_table(df, out_dir, name, index=index)
     label = output_label(title or (name or "table"), kind, model, data, note)
     body = table_html(df, max_rows, digits, index)
@@ -168,6 +181,15 @@ def paper_items(paper_name: str | None = None) -> pd.DataFrame:
 LEDGER_STATUSES = ("reproduced", "validated", "needs full profile", "not reproducible", "not implemented")
 LEDGER_COLUMNS = ["paper_name", "item", "quantity", "status", "ours", "paper", "delta", "planted", "chance",
                   "ci_low", "ci_high", "model", "data", "needs", "note"]
+LEDGER_REASONS = {"validated": "method validation on planted data: `planted` is the known answer, not a result about a model",
+                  "needs full profile": "no number of ours: the full profile's weights or data are needed (`needs`)",
+                  "not reproducible": "no number of ours: the item cannot be reproduced (`note`)",
+                  "not implemented": "no number of ours: not implemented (`note`)"}
+
+def with_ledger_comparability(t: pd.DataFrame) -> pd.DataFrame:
+    """Ledger rows with `comparable` and its `reason`, derived from the status: only a reproduced row (real data, a real
+    model: `Ledger.reproduced` refuses tiny models) stands beside the paper's number as a result."""
+    return t.assign(comparable=t.status.eq("reproduced"), reason=t.status.map(LEDGER_REASONS).fillna(""))
 
 def _num(x, what: str):
     if x is None: return np.nan
@@ -233,7 +255,7 @@ class Ledger:
         "The rows as a DataFrame with `LEDGER_COLUMNS`, in the paper's item order, reproduced numbers first within an item."
         order = {item: i for i, item in enumerate(self.items.item)}
         rows = sorted(self.rows, key=lambda r: (order[r["item"]], LEDGER_STATUSES.index(r["status"])))
-        return pd.DataFrame(rows, columns=LEDGER_COLUMNS)
+        return with_ledger_comparability(pd.DataFrame(rows, columns=LEDGER_COLUMNS))
 
     def missing_items(self) -> list[str]:
         "Items this analysis is responsible for (resources/paper_items) that have no row yet."
