@@ -13,3 +13,12 @@ def requires_shared(relpath):
 @pytest.fixture(autouse=True)
 def _headless(monkeypatch):
     monkeypatch.setenv("MPLBACKEND", "Agg")
+
+def make_notebook(folder, name, cells):
+    "A throwaway analysis notebook `folder/name`: `cells[0]` is its papermill parameters cell, the rest plain code cells."
+    import nbformat
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(cells[0], metadata={"tags": ["parameters"]})] +
+                                  [nbformat.v4.new_code_cell(c) for c in cells[1:]])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "python3", "language": "python"}
+    folder.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, folder / name); return folder / name

@@ -5,7 +5,7 @@ import nbformat, pytest
 import numpy as np, pandas as pd
 from pathlib import Path
 from PIL import Image
-from conftest import requires_shared
+from conftest import requires_shared, make_notebook as _nb
 from vlbias_nb.run.runner import (main, run_notebook, reproduce, resolve_parameters, analysis_notebooks, notebook_parameters,
                               prepare_run, is_up_to_date, publish_outputs, output_lock, ParameterError, MissingInputError,
                               RunEnvironmentError, OutputBusyError, format_parameters)
@@ -15,12 +15,6 @@ from vlbias_nb.paths import atomic_path, process_tag
 NOTEBOOKS = analysis_notebooks()
 CLI = [sys.executable, "-m", "vlbias_nb.run.runner"]
 
-def _nb(folder, name, cells):
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(cells[0], metadata={"tags": ["parameters"]})] +
-                                  [nbformat.v4.new_code_cell(c) for c in cells[1:]])
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "python3", "language": "python"}
-    folder.mkdir(parents=True, exist_ok=True)
-    nbformat.write(nb, folder / name); return folder / name
 
 WRITE = ("from vlbias_nb.paths import save_table\nimport pandas as pd\n"
          "print('writing', n, 'rows')\nsave_table(pd.DataFrame({'v': [value] * n}), out_dir, 'values')")

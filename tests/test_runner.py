@@ -5,13 +5,8 @@ from pathlib import Path
 from vlbias_nb.run.runner import (main, run_notebook, reproduce, notebook_parameters, analysis_notebooks, resolve_parameters,
                               ParameterError, NotebookFailed, publish_outputs, format_parameters, parameters_cell)
 from vlbias_nb.run.profiles import PROFILES
+from conftest import make_notebook as _nb
 
-def _nb(folder, name, cells):
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(cells[0], metadata={"tags": ["parameters"]})] +
-                                  [nbformat.v4.new_code_cell(c) for c in cells[1:]])
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "python3", "language": "python"}
-    folder.mkdir(parents=True, exist_ok=True)
-    nbformat.write(nb, folder / name); return folder / name
 
 WRITE = ("from vlbias_nb.paths import save_table\nimport pandas as pd\n"
          "save_table(pd.DataFrame({'v': [value] * n}), out_dir, 'values')")

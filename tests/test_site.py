@@ -136,3 +136,13 @@ def test_nbdev_readme_never_touches_readme(tmp_path):
                        cwd=tmp_path, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "README.md").read_bytes() == before
+
+def test_published_tables_beside_the_paper_say_whether_they_are_comparable():
+    "A published CSV with a column naming the paper also has `comparable` and its `reason` (tiny-model numbers are never results)."
+    import pandas as pd
+    bad = []
+    for f in sorted((ROOT / "figures").rglob("*.csv")):
+        t = pd.read_csv(f, nrows=5)
+        if any("paper" in str(c).lower() for c in t.columns) and not {"comparable", "reason"} <= set(t.columns):
+            bad.append(f.relative_to(ROOT).as_posix())
+    assert not bad, f"tables beside the paper without comparable/reason: {bad}"

@@ -12,11 +12,11 @@ from ..paths import project_root, data_root, write_text_atomic
 # %% auto #0
 __all__ = ['RUN_RECORD_TAG', 'PROFILE_NOTES', 'PUBLISHED_PATHS', 'PRIVATE_RECORD_KEYS', 'README_START', 'README_END',
            'LIBRARY_LAYERS', 'absolute_paths', 'path_replacements', 'scrub_paths', 'PublishError',
-           'collapse_carriage_returns', 'clean_outputs', 'unpublished_pathspec', 'device_text', 'git_commit',
-           'changed_parameters', 'run_record_markdown', 'nbdev_clean_notebook', 'merge_run_outputs',
-           'notebook_defaults_of', 'publish_notebook', 'execute_in_place', 'readme_summary', 'update_readme_summary',
-           'notebook_front_matter', 'notebook_title', 'library_pages', 'site_navigation', 'write_navigation',
-           'process_docs', 'render_html', 'publish_home']
+           'collapse_carriage_returns', 'clean_outputs', 'unpublished_pathspec', 'device_text', 'changed_parameters',
+           'run_record_markdown', 'nbdev_clean_notebook', 'merge_run_outputs', 'notebook_defaults_of',
+           'publish_notebook', 'execute_in_place', 'readme_summary', 'update_readme_summary', 'notebook_front_matter',
+           'notebook_title', 'library_pages', 'site_navigation', 'write_navigation', 'process_docs', 'render_html',
+           'publish_home']
 
 # %% ../../nbs/run/02_site.ipynb #ba9df720
 _ABS_PATH = re.compile(r"(?:^|(?<=[\s'\"(=\[,:]))(/(?:[\w.+@-]+/)+[\w.+@-]*)")
@@ -98,16 +98,6 @@ def device_text(device) -> str:
     "The device of a run record in words: the GPU's name, else what torch used (`cpu`)."
     if isinstance(device, dict): return device.get("gpu") or str(device.get("used") or device.get("requested") or "?")
     return str(device)
-
-def git_commit(root=None) -> tuple[str | None, bool]:
-    "`(HEAD commit, working tree has uncommitted changes)` of the checkout at `root`, or `(None, False)` outside one."
-    root = Path(root or project_root())
-    try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
-        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", *unpublished_pathspec()], cwd=root,
-                                    capture_output=True, text=True, check=True).stdout.strip())
-        return head, dirty
-    except (OSError, subprocess.CalledProcessError): return None, False
 
 def changed_parameters(record: dict, defaults: dict) -> dict:
     "The parameters of a run (`record['parameters']`) that differ from the notebook's `defaults` (`out_dir` ignored)."
@@ -203,8 +193,6 @@ def publish_notebook(run_dir, source_path, figures_dest=None, staging=None, repo
     executed_path = run_dir / f"{name}.ipynb"
     if not executed_path.exists(): raise PublishError(f"{executed_path} not found: the run did not finish; run it again with --publish")
     record = json.loads((run_dir / "run.json").read_text()) if (run_dir / "run.json").exists() else {}
-    if not record.get("git_commit"):
-        record["git_commit"], record["git_dirty"] = git_commit()
     rel_run = f"runs/{record.get('profile', 'smoke')}/{name}"
     extra = {str(run_dir.resolve()): rel_run}
     if staging: extra[str(Path(staging).resolve())] = rel_run
