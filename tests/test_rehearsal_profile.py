@@ -4,7 +4,7 @@ import json, subprocess, sys
 import pandas as pd
 import pytest
 from vlbias_nb.run.profiles import profile_overrides, profile_setting, PROFILES
-from vlbias_nb.run.runner import analysis_notebooks, notebook_parameters, check_notebooks, profile_environment
+from vlbias_nb.run.runner import analysis_notebooks, notebook_parameters, check_notebooks, profile_environment, resolve_parameters
 
 CLI = [sys.executable, "-m", "vlbias_nb.run.runner"]
 
@@ -43,6 +43,17 @@ def test_a_rehearsal_run_end_to_end_is_labelled_and_recorded(tmp_path):
     ledger = pd.read_csv(d / "tables" / "ledger.csv")
     assert "reproduced" not in set(ledger.status)                                          # a rehearsal reproduces nothing
     assert ledger[ledger.status == "needs full profile"].note.str.startswith("rehearsal value").any()
+    # per-stage timing (issue 23): each timed block of the notebook is one record, summed per stage
+    nb = analysis_notebooks()["coco_gender_labels"]
+    st = {s["what"].split(":")[0]: s for s in rec["stages"]}
+    assert set(st) >= {"planted captions", "COCO val captions", "COCO train captions"}, list(st)
+    assert st["planted captions"]["items"] == resolve_parameters(nb, "rehearsal")["n_planted_images"]
+    n_items = profile_setting("rehearsal", "data")["n_items"]                                 # images generated per split
+    assert st["COCO val captions"]["items"] == st["COCO train captions"]["items"] == n_items
+    assert all(s["stage"] == "metrics" and s["seconds"] > 0 and s["peak_rss_mb"] > 50 for s in rec["stages"])
+    summ = rec["stage_summary"]
+    assert [s["stage"] for s in summ] == ["metrics"] and summ[0]["records"] == len(rec["stages"])
+    assert summ[0]["items"] == sum(s["items"] for s in rec["stages"])
     for f in (d / "tables").glob("*.csv"):
         t = pd.read_csv(f)
         if "comparable" in t.columns and f.name != "ledger.csv": assert not t.comparable.any(), f.name

@@ -11,14 +11,14 @@ from contextlib import contextmanager
 # %% auto #0
 __all__ = ['DATA_ENV', 'INPUT_LOG_ENV', 'DATASET_ENVS', 'GENERATED_ENV', 'ALLOW_DOWNLOAD_ENV', 'OFFLINE_ENVS', 'DOWNLOADS_ENV',
            'MODELS_ENV', 'CACHE_ENV', 'VERIFY_ENV', 'WEIGHTS_ENV', 'MODEL_LOG_ENV', 'WEIGHTS_MODES', 'REHEARSAL_MARKER',
-           'REHEARSAL_DATA_ENV', 'REHEARSAL_SET_ENV', 'MissingDataError', 'record_input', 'in_checkout', 'project_root',
-           'data_root', 'shared_path', 'has_shared', 'dataset_folder', 'resolve_data_root', 'InputFormatError',
-           'read_text_input', 'read_json_input', 'read_jsonl_input', 'read_csv_input', 'current_umask', 'process_tag',
-           'atomic_path', 'write_text_atomic', 'write_json_atomic', 'stale_part_files', 'default_out_dir', 'save_table',
-           'save_figure', 'generation_folder', 'offline_env', 'downloads_allowed', 'download_refusal', 'env_value',
-           'env_path', 'downloads_dir', 'models_root', 'embedding_cache_root', 'verify_generated', 'download_policy',
-           'weights_mode', 'weights_policy', 'record_model', 'is_rehearsal_data', 'rehearsal_run',
-           'rehearsal_data_root']
+           'REHEARSAL_DATA_ENV', 'REHEARSAL_SET_ENV', 'STAGE_LOG_ENV', 'MissingDataError', 'record_input',
+           'in_checkout', 'project_root', 'data_root', 'shared_path', 'has_shared', 'dataset_folder',
+           'resolve_data_root', 'InputFormatError', 'read_text_input', 'read_json_input', 'read_jsonl_input',
+           'read_csv_input', 'current_umask', 'process_tag', 'atomic_path', 'write_text_atomic', 'write_json_atomic',
+           'stale_part_files', 'default_out_dir', 'save_table', 'save_figure', 'generation_folder', 'offline_env',
+           'downloads_allowed', 'download_refusal', 'env_value', 'env_path', 'downloads_dir', 'models_root',
+           'embedding_cache_root', 'verify_generated', 'download_policy', 'weights_mode', 'weights_policy',
+           'record_model', 'is_rehearsal_data', 'rehearsal_run', 'rehearsal_data_root', 'record_stage']
 
 # %% ../nbs/00_paths.ipynb #9d5b375b
 DATA_ENV = "VLBIAS_DATA"
@@ -391,3 +391,15 @@ def rehearsal_run() -> bool:
 def rehearsal_data_root() -> Path:
     "Where the rehearsal profile's generated data sets are kept (`$VLBIAS_REHEARSAL_DATA`, else `.cache/rehearsal-data`), one folder per size and seed."
     return _cache_folder(REHEARSAL_DATA_ENV, "rehearsal-data")
+
+# %% ../nbs/00_paths.ipynb #stlog002
+STAGE_LOG_ENV = "VLBIAS_STAGE_LOG"
+
+def record_stage(record: dict, # one timed stage: JSON-able (stage, items, seconds, items/s, peak memory)
+                ):
+    "Append `record` as one JSON line to the run's stage log `$VLBIAS_STAGE_LOG`; a no-op when it is unset."
+    log = os.environ.get(STAGE_LOG_ENV)
+    if not log: return
+    try:
+        with open(log, "a", encoding="utf-8") as f: f.write(json.dumps(record, sort_keys=True, default=str) + "\n")
+    except OSError: pass                                # the log is a record, never a reason for a run to fail

@@ -12,7 +12,8 @@ from typing import Any
 import yaml, nbformat
 from ..paths import (env_path, env_value, project_root, in_checkout, write_json_atomic, write_text_atomic, atomic_path, process_tag, data_root,
                              dataset_folder, generation_folder, DATA_ENV, DATASET_ENVS, INPUT_LOG_ENV, MissingDataError,
-                             WEIGHTS_ENV, MODEL_LOG_ENV, REHEARSAL_SET_ENV, weights_mode)
+                             WEIGHTS_ENV, MODEL_LOG_ENV, REHEARSAL_SET_ENV, STAGE_LOG_ENV, weights_mode)
+from ..stages import read_stage_log, summarise_stages
 from .profiles import PROFILES, profile_overrides, profile_names, profile_setting
 
 # %% auto #0
@@ -26,9 +27,9 @@ __all__ = ['PARAMETER_KINDS', 'PATH_KINDS', 'MODEL_KINDS', 'OFFLINE_MODELS', 'IN
            'notebook_source_md5', 'package_version', 'git_state', 'library_versions', 'device_record', 'run_key',
            'run_fingerprint', 'run_record', 'OutputBusyError', 'RunEnvironmentError', 'RunInterrupted', 'output_lock',
            'new_staging', 'describe_os_error', 'check_output_folder', 'NotebookFailed', 'is_up_to_date', 'RunLog',
-           'write_notebook_html', 'profile_environment', 'rehearsal_record', 'run_notebook', 'figures_dir',
-           'publish_outputs', 'publish_site', 'reproduce', 'check_notebooks', 'format_check', 'format_parameters',
-           'main', 'notebook_defaults', 'generate']
+           'write_notebook_html', 'profile_environment', 'rehearsal_record', 'stage_record', 'run_notebook',
+           'figures_dir', 'publish_outputs', 'publish_site', 'reproduce', 'check_notebooks', 'format_check',
+           'format_parameters', 'main', 'notebook_defaults', 'generate']
 
 # %% ../../nbs/run/01_runner.ipynb #b2477762
 def analyses_dir() -> Path:
@@ -838,6 +839,13 @@ def rehearsal_record(staging) -> dict:
         out["data_layouts"] = json.loads(json.dumps(json.loads(idx.read_text())["layouts"]).replace("{root}", str(idx.parent)))
     return out
 
+def stage_record(staging) -> dict:
+    """What a run.json adds for the stages the notebook timed (`vlbias_nb.stages.timed_stage`): `stages`, one record per
+    timed block (items, seconds, items/s, peak memory), and `stage_summary`, their sums per stage. `{}` when none were timed."""
+    log = Path(staging) / ".stages.jsonl"
+    records = read_stage_log(log); log.unlink(missing_ok=True)
+    return {"stages": records, "stage_summary": summarise_stages(records)} if records else {}
+
 def run_notebook(path, profile: str = "smoke", overrides: dict | None = None, out_root=None,
                  resume: bool = False, progress: bool = True, kernel_name: str | None = None, html: bool = True, *,
                  publish: bool = False, verbose: bool = False, verify: bool = False, wait: bool = True,
@@ -881,6 +889,7 @@ def _run_notebook(path, profile: str = "smoke", overrides: dict | None = None, o
         for w in prep.warnings: log.note(f"warning: {w}")
         log.note(f"running {path} (profile {profile}) with {json.dumps(_jsonable(injected))}")
         env = {INPUT_LOG_ENV: staging / ".inputs.log", MODEL_LOG_ENV: staging / ".models.jsonl",
+               STAGE_LOG_ENV: staging / ".stages.jsonl",
                **({"VLBIAS_VERIFY_GENERATED": "1"} if verify else {})}
         t0 = time.time()
         try:
@@ -923,7 +932,7 @@ def _run_notebook(path, profile: str = "smoke", overrides: dict | None = None, o
             (staging / ".inputs.log").unlink(missing_ok=True)
             record = run_record(path, profile, prep.params, check_inputs(path, prep.params), sources, out_nb,
                                 round(time.time() - t0, 1), prep.warnings)
-            record.update(rehearsal_record(staging))
+            record.update(rehearsal_record(staging)); record.update(stage_record(staging))
             write_json_atomic(staging / "run.json", record)
             log.note(f"finished in {record['seconds']} s; moving into {final}")
             log.close()
