@@ -83,6 +83,24 @@ def _check_k(k) -> int:
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0: raise ValueError(f"K must be an int >= 0, got {k!r}")
     return int(k)
 
+# %% ../nbs/05_metrics.ipynb #e7435316
+def _rank(S):
+    "Full ranking of each row of a float (Q, N) `S`: score descending, index ascending."
+    Q, N = S.shape
+    if S.dtype == np.float32 and N < 2**31:
+        bits = (S + np.float32(0)).view(np.int32).astype(np.int64)  # +0 turns -0.0 into +0.0
+        key = np.where(bits < 0, bits ^ 0x7FFFFFFF, bits)           # monotone in the float value
+        key = (-key << 32) | np.arange(N, dtype=np.int64)
+        key.sort(axis=1)
+        return (key & 0xFFFFFFFF).astype(np.intp)
+    neg = -S
+    idx = np.argsort(neg, axis=1)
+    v = np.take_along_axis(neg, idx, 1)
+    tied = np.flatnonzero((v[:, 1:] == v[:, :-1]).any(1))
+    if tied.size: idx[tied] = np.argsort(neg[tied], axis=1, kind="stable")
+    return idx
+
+# %% ../nbs/05_metrics.ipynb #758d4a55
 _BLOCK_ELEMS = 1 << 22
 
 def _top_k(S, k, sort=True):
@@ -107,23 +125,6 @@ def _top_k(S, k, sort=True):
     if sort:                                                       # ...then a stable sort by score
         part = np.take_along_axis(part, np.argsort(-np.take_along_axis(S, part, 1), axis=1, kind="stable"), 1)
     return part
-
-# %% ../nbs/05_metrics.ipynb #e7435316
-def _rank(S):
-    "Full ranking of each row of a float (Q, N) `S`: score descending, index ascending."
-    Q, N = S.shape
-    if S.dtype == np.float32 and N < 2**31:
-        bits = (S + np.float32(0)).view(np.int32).astype(np.int64)  # +0 turns -0.0 into +0.0
-        key = np.where(bits < 0, bits ^ 0x7FFFFFFF, bits)           # monotone in the float value
-        key = (-key << 32) | np.arange(N, dtype=np.int64)
-        key.sort(axis=1)
-        return (key & 0xFFFFFFFF).astype(np.intp)
-    neg = -S
-    idx = np.argsort(neg, axis=1)
-    v = np.take_along_axis(neg, idx, 1)
-    tied = np.flatnonzero((v[:, 1:] == v[:, :-1]).any(1))
-    if tied.size: idx[tied] = np.argsort(neg[tied], axis=1, kind="stable")
-    return idx
 
 # %% ../nbs/05_metrics.ipynb #008382a9
 def top_k_indices(S, k: int, sort: bool = True) -> np.ndarray:
@@ -384,13 +385,12 @@ def weat_p_value(C1, C2, A1, A2, n_perm: int = 100_000, seed: int = 0) -> float:
     null = _weat_null(s, len(s1), n_perm, seed)
     return float(np.mean(null > obs + 1e-12 * max(1.0, abs(obs))))
 
-# %% ../nbs/05_metrics.ipynb #40f93868
+# %% ../nbs/05_metrics.ipynb #0489af3b
 class WEATResult(NamedTuple):
     statistic: float
     effect_size: float
     p_value: float
 
-# %% ../nbs/05_metrics.ipynb #0489af3b
 def weat(C1, C2, A1, A2, n_perm: int = 100_000, seed: int = 0, ddof: int = 1) -> WEATResult:
     "WEAT differential association (eq. 4), effect size (eq. 7) and permutation p-value (eq. 6) of Prompt Array App. A."
     return WEATResult(weat_differential_association(C1, C2, A1, A2), weat_effect_size(C1, C2, A1, A2, ddof),
@@ -450,7 +450,6 @@ def reciprocal_rank(S, relevant) -> np.ndarray:
     rr = np.where(best >= 0, 1.0 / _rank_of(S, np.maximum(best, 0)), 0.0)
     return _out(rr, squeeze)
 
-# %% ../nbs/05_metrics.ipynb #a775fede
 def mean_reciprocal_rank(S, relevant) -> float:
     "Mean reciprocal rank over queries (GAB App., activity recognition)."
     return float(np.mean(reciprocal_rank(S, relevant)))
@@ -561,7 +560,6 @@ def dba_g(task_true, attr_true, attr_pred, task_train=None, attr_train=None, n_v
     delta = (_cond_mean(Ah, T_) - _cond_mean(A_, T_)).T        # (A, L)
     return _dba(delta, y)
 
-# %% ../nbs/05_metrics.ipynb #367e387a
 def dba_o(task_true, attr_true, task_pred, task_train=None, attr_train=None, n_values: int | None = None) -> float:
     """DBA_O, gender -> object direction: Delta = p_hat(l|a) - p(l|a) (LIC supplement eqs. 1-3).
 

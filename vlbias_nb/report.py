@@ -350,8 +350,9 @@ def compare_with_paper(ours: pd.DataFrame, # the keys (`on`) and an `ours` colum
     return t[on + COMPARISON_COLUMNS + extra]
 
 # %% ../nbs/18_report.ipynb #2b2e5ce8
-STATUS_COLOURS = {"reproduced": "#1a7f37", "partly reproduced": "#4d9f5f", "validated": "#0969da",
-                  "needs full profile": "#9a6700", "not reproducible": "#6e7781", "not implemented": "#cf222e"}
+def _text(v) -> str:
+    "`v` as text, '' for a missing value."
+    return "" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)
 
 def _g(v, digits=3) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)): return ""
@@ -374,9 +375,8 @@ def ledger_row_text(r) -> str:
     return (f"{r['quantity']}: " if _text(r.get("quantity")) else "") + _text(r.get("note"))
 
 # %% ../nbs/18_report.ipynb #09759cd1
-def _text(v) -> str:
-    "`v` as text, '' for a missing value."
-    return "" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)
+STATUS_COLOURS = {"reproduced": "#1a7f37", "partly reproduced": "#4d9f5f", "validated": "#0969da",
+                  "needs full profile": "#9a6700", "not reproducible": "#6e7781", "not implemented": "#cf222e"}
 
 def _status_badge(s: str) -> str:
     return f'<span class="vlbias-status" style="color:{STATUS_COLOURS.get(s, "#000")};font-weight:600">{html.escape(s)}</span>'

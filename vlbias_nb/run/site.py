@@ -334,6 +334,7 @@ def process_docs(dest, root=None, n_workers: int = 2) -> Path:
     if r.returncode: raise PublishError(f"nbdev's doc processing failed:\n{r.stderr[-4000:]}")
     return dest / "_proc"
 
+# %% ../../nbs/run/02_site.ipynb #88805b48
 def render_html(proc, dest) -> list[Path]:
     "Render every processed notebook under `proc` to an HTML page under `dest` (nbconvert; no Quarto); returns the pages."
     from nbconvert import HTMLExporter
