@@ -201,10 +201,13 @@ def tsne_2d(features: np.ndarray, # one row of features per image
             pca_dims: int = 50, # PCA dimensions before t-SNE
             n_threads: int | None = 1, # BLAS/OpenMP threads (None: no limit)
            ) -> np.ndarray:
-    "2-d t-SNE coordinates of `features` (after PCA to `pca_dims`), seeded."
+    """2-d t-SNE coordinates of `features` (after PCA to `pca_dims`), seeded. Identical rows all (no spread: e.g. two
+    captions a random-weight encoder maps to one point) are placed at the origin: scikit-learn's PCA-initialised t-SNE
+    divides by their zero spread and crashes the process on them."""
     from sklearn.decomposition import PCA
     from sklearn.manifold import TSNE
     X = np.asarray(features, np.float64)
+    if len(X) < 2 or not np.ptp(X, axis=0).any(): return np.zeros((len(X), 2))
     with thread_limit(n_threads):
         if X.shape[1] > pca_dims and len(X) > pca_dims: X = PCA(pca_dims, random_state=seed).fit_transform(X)
         perplexity = min(perplexity, max(1.0, (len(X) - 1) / 3))
