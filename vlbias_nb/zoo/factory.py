@@ -25,18 +25,6 @@ from .rehearsal import build_random, rehearsal_debiased, rehearsing
 __all__ = ['TINY_VOCAB', 'tiny_tokenizer', 'tiny_image_processor', 'tiny_hf_config', 'tiny_hf_model', 'load_debiased_model',
            'load_model', 'model_availability']
 
-# %% ../../nbs/zoo/04_factory.ipynb #c05aa88a
-def _load_hf(spec: ModelSpec, weights: str | None, device, dtype, cache_dir=None) -> HFModel:
-    "Load a transformers VLM from a local folder (`weights`) or, if None, from the hub."
-    import transformers
-    src, local = (weights, True) if weights else (spec.hub_id, False)
-    cls = getattr(transformers, HF_MODEL_CLASSES[spec.family])
-    kw = dict(local_files_only=local, cache_dir=cache_dir)
-    model = cls.from_pretrained(src, **kw)
-    tok = transformers.AutoTokenizer.from_pretrained(src, **kw)
-    ip = transformers.AutoImageProcessor.from_pretrained(src, **kw)
-    return HFModel(spec, model, tok, ip, device=device, dtype=dtype, weights=weights)
-
 # %% ../../nbs/zoo/04_factory.ipynb #b73062d0
 TINY_VOCAB = (["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + list("abcdefghijklmnopqrstuvwxyz0123456789.,!?'-")
               + ["##" + c for c in "abcdefghijklmnopqrstuvwxyz0123456789"]
@@ -91,6 +79,18 @@ def tiny_hf_model(family: str, seed: int = 0, device="auto", dtype="float32") ->
     model = seeded(seed, _build_tiny_hf, getattr(T, HF_MODEL_CLASSES[family]), cfg)
     return HFModel(MODEL_REGISTRY[f"tiny-{family}"], model, tok, tiny_image_processor(), device=device, dtype=dtype,
                    weights="random", seed=seed)
+
+# %% ../../nbs/zoo/04_factory.ipynb #c05aa88a
+def _load_hf(spec: ModelSpec, weights: str | None, device, dtype, cache_dir=None) -> HFModel:
+    "Load a transformers VLM from a local folder (`weights`) or, if None, from the hub."
+    import transformers
+    src, local = (weights, True) if weights else (spec.hub_id, False)
+    cls = getattr(transformers, HF_MODEL_CLASSES[spec.family])
+    kw = dict(local_files_only=local, cache_dir=cache_dir)
+    model = cls.from_pretrained(src, **kw)
+    tok = transformers.AutoTokenizer.from_pretrained(src, **kw)
+    ip = transformers.AutoImageProcessor.from_pretrained(src, **kw)
+    return HFModel(spec, model, tok, ip, device=device, dtype=dtype, weights=weights)
 
 # %% ../../nbs/zoo/04_factory.ipynb #a851b4ac
 def load_debiased_model(base_name: str, tokens_path, **load_kw) -> DebiasedView:

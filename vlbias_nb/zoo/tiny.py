@@ -115,7 +115,7 @@ def tiny_bert(token_lists: Sequence[Sequence[str]],  # the tokenised captions; t
                      intermediate_size=64, max_position_embeddings=128)
     with seeded_init(seed): return BertModel(cfg), tok
 
-# %% ../../nbs/zoo/09_tiny.ipynb #05b91386
+# %% ../../nbs/zoo/09_tiny.ipynb #a2bd53d8
 def _tiny_components(in_channels: int, cross_dim: int = 32) -> dict:
     "UNet, VAE and CLIP text encoder of a tiny Stable Diffusion, built on the current random stream (call inside `seeded_init`)."
     from diffusers import UNet2DConditionModel, AutoencoderKL
@@ -137,7 +137,6 @@ def _tiny_pipeline(cls, name: str, seed: int, in_channels: int, scheduler):
     p.set_progress_bar_config(disable=True)
     return p
 
-# %% ../../nbs/zoo/09_tiny.ipynb #a2bd53d8
 def tiny_instruct_pix2pix_pipeline(seed: int = 0, # weights from `seeded_init(seed)`
                                   ):
     "A diffusers `StableDiffusionInstructPix2PixPipeline` with tiny random weights (8-channel UNet), offline."
