@@ -10,14 +10,30 @@ CLI = [sys.executable, "-m", "vlbias_nb.run.runner"]
 
 def test_the_rehearsal_changes_only_what_a_cpu_needs():
     "Every notebook gets the full profile's parameters; the rehearsal's own are the device (and small counts), never a model or size."
+    subs = profile_setting("rehearsal", "substitutions")
     for name, path in analysis_notebooks().items():
         declared = notebook_parameters(path)
         full, reh = profile_overrides("full", name, declared), profile_overrides("rehearsal", name, declared)
         assert set(full) <= set(reh), name
         changed = {k for k in full if full[k] != reh[k]}
-        assert not changed & {"model", "models", "tab1_models", "tab2_models", "finetune_models", "diffusion_pipeline", "image_size",
-                              "edit_size", "text_encoder", "mlm_model", "bert", "dino_embedder", "nsfw_model", "fid_model"}, (name, changed)
+        assert not changed & {"model", "models", "tab1_models", "tab2_models", "finetune_models", "diffusion_pipeline", "text_encoder",
+                              "mlm_model", "bert", "dino_embedder", "nsfw_model", "fid_model"}, (name, changed)   # never a model
+        sizes = changed & {"image_size", "edit_size", "gab_image_dir"}          # a size only where recorded, with its reason
+        assert all(len(subs.get(f"{name}.{k}", "")) > 40 for k in sizes), (name, sizes)
+    assert set(subs) == {"gensynth_editing.edit_size", "social_counterfactuals.image_size", "gab.gab_image_dir"}
     assert (profile_setting("rehearsal", "weights"), profile_setting("full", "weights")) == ("random", None)
+
+def test_rehearsal_values_name_the_generated_folders(tmp_path, monkeypatch):
+    "`rehearsal:NAME` in profiles.yaml becomes the folder the rehearsal generated; outside a rehearsal it is refused, by name."
+    from vlbias_nb.run.runner import rehearsal_folder, ParameterError, _absolute
+    monkeypatch.delenv("VLBIAS_REHEARSAL_SET", raising=False)
+    with pytest.raises(ParameterError, match="only the rehearsal profile"): rehearsal_folder("rehearsal:gab")
+    (tmp_path / "gab").mkdir(); (tmp_path / "rehearsal.json").write_text(json.dumps({"roots": {"gab": "gab"}, "layouts": {}}))
+    monkeypatch.setenv("VLBIAS_REHEARSAL_SET", str(tmp_path))
+    assert rehearsal_folder("rehearsal:gab") == str(tmp_path / "gab")
+    with pytest.raises(ParameterError, match="no data set 'fairface'"): rehearsal_folder("rehearsal:fairface")
+    declared = notebook_parameters(analysis_notebooks()["gab"])
+    assert _absolute(declared, {"gab_image_dir": "rehearsal:gab"}) == {"gab_image_dir": str(tmp_path / "gab")}
 
 def test_every_input_of_the_rehearsal_is_here(tmp_path, monkeypatch):
     monkeypatch.setenv("VLBIAS_REHEARSAL_DATA", str(tmp_path / "data"))

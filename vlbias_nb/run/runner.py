@@ -22,7 +22,7 @@ __all__ = ['PARAMETER_KINDS', 'PATH_KINDS', 'MODEL_KINDS', 'OFFLINE_MODELS', 'IN
            'GENERATION_INPUTS', 'analyses_dir', 'notebook_name', 'analysis_notebooks', 'ParameterError', 'Parameter',
            'parse_declarations', 'parameters_cell', 'notebook_parameters', 'coerce_parameter', 'check_parameter_value',
            'resolve_parameters', 'MissingInputError', 'InputCheck', 'folder_size', 'environment_warnings',
-           'check_inputs', 'PreparedRun', 'missing_inputs_message', 'prepare_run', 'resolve_source',
+           'check_inputs', 'rehearsal_folder', 'PreparedRun', 'missing_inputs_message', 'prepare_run', 'resolve_source',
            'input_fingerprint', 'declared_sources', 'logged_sources', 'weights_record', 'file_md5', 'file_sha256',
            'notebook_source_md5', 'package_version', 'git_state', 'library_versions', 'device_record', 'run_key',
            'run_fingerprint', 'run_record', 'OutputBusyError', 'RunEnvironmentError', 'RunInterrupted', 'output_lock',
@@ -456,11 +456,25 @@ def check_inputs(path, params: dict | None = None, profile: str = "smoke", sizes
     return out
 
 # %% ../../nbs/run/01_runner.ipynb #1a9565d3
+def rehearsal_folder(value: str, # `rehearsal:NAME`, NAME a data set the rehearsal generates (e.g. `rehearsal:gab`)
+                    ) -> str:
+    """The folder the rehearsal generated for data set NAME in this run's set (`$VLBIAS_REHEARSAL_SET`, set by the runner
+    under `--profile rehearsal`): how profiles.yaml points a folder parameter (GAB's `gab_image_dir`) at generated data."""
+    name = value[len("rehearsal:"):]
+    if not (root := env_value(REHEARSAL_SET_ENV)):
+        raise ParameterError(f"{value!r}: only the rehearsal profile generates this folder; run with --profile rehearsal or "
+                             f"give a real folder")
+    roots = json.loads((Path(root) / "rehearsal.json").read_text())["roots"]
+    if name not in roots: raise ParameterError(f"{value!r}: the rehearsal generates no data set {name!r}; it has {sorted(roots)}")
+    return str(Path(root) / roots[name])
+
 def _absolute(declared: dict, params: dict) -> dict:
-    "`params` with relative local paths made absolute (relative to the current directory: the notebook runs elsewhere)."
+    """`params` with relative local paths made absolute (relative to the current directory: the notebook runs elsewhere)
+    and `rehearsal:NAME` values replaced by the generated folder (`rehearsal_folder`)."""
     def fix(kind, v):
         if isinstance(v, (list, tuple)): return type(v)(fix(kind, x) for x in v)
         if isinstance(v, dict): return {k: fix(kind, x) for k, x in v.items()}
+        if isinstance(v, str) and v.startswith("rehearsal:"): return rehearsal_folder(v)
         if not isinstance(v, str) or v in ("", "None", "auto") or v.startswith(("shared:", "coco2017:", "torchvision:", "debias:", "/", "~")): return v
         if kind in PATH_KINDS or Path(v).exists(): return os.path.abspath(v)
         return v
