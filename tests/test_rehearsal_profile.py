@@ -85,3 +85,19 @@ def test_bench_full_stage_embed_prints_its_figure():
     gflop = float(next(l for l in lines if "GFLOP per image" in l).split()[0])
     assert 8.6 < gflop < 8.9, gflop                           # 2 × 4.4 GMAC, the fused attention's matmuls counted too
     assert "151,277,313 parameters" in r.stdout
+
+@pytest.mark.parametrize("name", [n for n in analysis_notebooks() if n != "coco_gender_labels"])   # that one: above
+def test_every_analysis_runs_end_to_end_in_the_rehearsal(name, tmp_path):
+    """`vlbias run NAME --profile rehearsal` on a 2-core CPU: the full profile's code path (real architectures at random
+    weights, data sets in their official layouts; the generated data are shared by the runs, `.cache/rehearsal-data`)."""
+    r = subprocess.run(CLI + ["run", name, "--profile", "rehearsal", "--out", str(tmp_path / "runs")],
+                       capture_output=True, text=True, timeout=2400)
+    assert r.returncode == 0, r.stderr[-3000:]
+    d = tmp_path / "runs" / name
+    rec = json.loads((d / "run.json").read_text())
+    assert rec["profile"] == "rehearsal" and rec["weights_mode"] == "random" and rec["data_layouts"]
+    built = rec.get("models_built", [])
+    assert built and all(m["architecture"] for m in built) and any((m["parameters"] or 0) > 1e6 for m in built), built
+    assert rec["stage_summary"] and all(s["seconds"] > 0 and s["peak_rss_mb"] > 50 for s in rec["stages"])
+    ledger = pd.read_csv(d / "tables" / "ledger.csv")
+    assert len(ledger) and "reproduced" not in set(ledger.status)                      # a rehearsal reproduces nothing
