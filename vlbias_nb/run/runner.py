@@ -69,6 +69,11 @@ PARAMETER_KINDS = {  # `<kind>` declarations: what a parameter's value names, an
     "device": "torch device: auto, cpu, cuda, cuda:N or mps (must exist on this machine)",
 }
 
+def _show_bound(x) -> str:
+    if isinstance(x, float) and math.isinf(x): return "inf" if x > 0 else "-inf"
+    if isinstance(x, int) and x >= 2**16 and x & (x - 1) == 0: return f"2**{x.bit_length() - 1}"
+    return repr(x)
+
 @dataclass
 class Parameter:
     "One declared parameter: name, default value, type name, help text and its declared kind, range and choices."
@@ -90,11 +95,6 @@ class Parameter:
         return " ".join(out)
 
 # %% ../../nbs/run/01_runner.ipynb #2b3cc2df
-def _show_bound(x) -> str:
-    if isinstance(x, float) and math.isinf(x): return "inf" if x > 0 else "-inf"
-    if isinstance(x, int) and x >= 2**16 and x & (x - 1) == 0: return f"2**{x.bit_length() - 1}"
-    return repr(x)
-
 _NUM = r"-?(?:inf|\d+(?:\.\d*)?(?:e-?\d+)?(?:\*\*\d+)?)"
 _DECLARATION = re.compile(rf"(<[a-z]+>|\{{[^{{}}]*\}}|[\[(]\s*{_NUM}\s*,\s*{_NUM}\s*[\])])\s*$")
 
@@ -104,6 +104,7 @@ def _bound(s: str):
     if "**" in s: b, e = s.split("**"); return int(b) ** int(e)
     return int(s) if re.fullmatch(r"-?\d+", s) else float(s)
 
+# %% ../../nbs/run/01_runner.ipynb #9c09bff3
 def parse_declarations(comment: str, where: str = "") -> tuple:
     "`(help, kind, range, choices)` of a parameter's comment: the declarations trailing it, and the text before them."
     text, kind, rng, choices = comment.rstrip(), None, None, None
@@ -245,6 +246,7 @@ PATH_KINDS = ("file", "folder", "files", "dataset", "output")
 MODEL_KINDS = ("model", "pipeline", "encoder", "hub", "featurizer", "embedder", "spacy", "device")
 OFFLINE_MODELS = {"tiny-bert", "tiny-roberta", "tiny-gpt2", "tiny-nsfw", "tiny-dino", "template"}  # built in, random weights
 
+# %% ../../nbs/run/01_runner.ipynb #d8c4e07a
 def folder_size(path) -> tuple[int, int, int]:
     "`(files, bytes, newest mtime in ns)` of the files under folder `path`."
     n = total = newest = 0
@@ -255,10 +257,7 @@ def folder_size(path) -> tuple[int, int, int]:
             n, total, newest = n + 1, total + st.st_size, max(newest, st.st_mtime_ns)
     return n, total, newest
 
-def _data_env_text() -> str:
-    return (f"{DATA_ENV} is {'set to ' + repr(env_value(DATA_ENV)) if env_value(DATA_ENV) is not None else 'unset'}, "
-            f"so the shared data folder is {data_root()}")
-
+# %% ../../nbs/run/01_runner.ipynb #c2288265
 _REACHABLE = {}
 def _reachable(url: str) -> bool:
     from vlbias_nb.zoo.weights import host_reachable
@@ -284,6 +283,10 @@ def _coco2017_input(param, kind, src) -> InputCheck:
                       how=how if _reachable(url) else f"{url} cannot be reached from here: " + how.split("; offline, ", 1)[1])
 
 # %% ../../nbs/run/01_runner.ipynb #681f99f3
+def _data_env_text() -> str:
+    return (f"{DATA_ENV} is {'set to ' + repr(env_value(DATA_ENV)) if env_value(DATA_ENV) is not None else 'unset'}, "
+            f"so the shared data folder is {data_root()}")
+
 def _path_input(param: str, kind: str, value, default, notebook: str = "") -> list[InputCheck]:
     "The `InputCheck`s of path parameter `param` (see above)."
     src = "" if value is None else str(value)
@@ -527,7 +530,6 @@ def declared_sources(checks: list[InputCheck]) -> set:
     "Logical names of the path inputs among `checks` that a run reads (present or absent)."
     return {c.source for c in checks if c.kind in ("file", "folder", "dataset") and c.status not in ("skipped",) and c.source not in ("", "None")}
 
-# %% ../../nbs/run/01_runner.ipynb #f153e345
 def logged_sources(log_path) -> set:
     "The inputs listed in a run's input log (see `vlbias_nb.paths.record_input`)."
     try: return {l.strip() for l in Path(log_path).read_text(encoding="utf-8").splitlines() if l.strip()}
@@ -547,7 +549,6 @@ def file_md5(path) -> str:
     "MD5 of a file's bytes."
     return hashlib.md5(Path(path).read_bytes()).hexdigest()
 
-# %% ../../nbs/run/01_runner.ipynb #48f52e33
 def file_sha256(path) -> str:
     "SHA-256 of a file's bytes."
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
@@ -643,7 +644,6 @@ class OutputBusyError(RuntimeError):
 class RunEnvironmentError(RuntimeError):
     "The machine stopped a run (permissions, a full disk, a file where a folder should be, ...); one line naming the path."
 
-# %% ../../nbs/run/01_runner.ipynb #8e88fdc2
 class RunInterrupted(KeyboardInterrupt):
     "A run stopped with Ctrl-C; the message says what was kept, and where."
 
@@ -736,6 +736,7 @@ def is_up_to_date(path, out_root, profile, params) -> bool:
     except ParameterError: return False
     return _up_to_date(path, Path(out_root) / notebook_name(path), profile, prep)
 
+# %% ../../nbs/run/01_runner.ipynb #5ae8f9a1
 def _replace_dir(src: Path, dst: Path):
     "Move folder `src` to `dst`, replacing `dst` only once `src` is complete."
     old = dst.with_name(f".{dst.name}.old")
@@ -786,6 +787,7 @@ def _environ(values: dict):
             if v is None: os.environ.pop(k, None)
             else: os.environ[k] = v
 
+# %% ../../nbs/run/01_runner.ipynb #a1b07b23
 def _kernel_manager_class(log_file):
     "A jupyter kernel manager whose kernel writes its own stdout and stderr (its warnings, crash reports) to `log_file`."
     from jupyter_client.manager import AsyncKernelManager
@@ -793,13 +795,16 @@ def _kernel_manager_class(log_file):
         async def start_kernel(self, **kw): return await super().start_kernel(**{"stdout": log_file, "stderr": log_file, **kw})
     return KernelOutputToLog
 
+# %% ../../nbs/run/01_runner.ipynb #0e4bb18d
 _ENV_ERRORS = ("[Errno 28]", "[Errno 122]", "[Errno 13]", "[Errno 30]", "database or disk is full")
 
+# %% ../../nbs/run/01_runner.ipynb #5faf2bf3
 def _fix_out_dir_refs(path: Path, staging: Path, final: Path):
     "Make the executed notebook's injected `out_dir` name its final folder, not the staging one."
     s = path.read_text(encoding="utf-8")
     write_text_atomic(path, s.replace(json.dumps(str(staging))[1:-1], json.dumps(str(final))[1:-1]).replace(str(staging), str(final)))
 
+# %% ../../nbs/run/01_runner.ipynb #2a2236e5
 def write_notebook_html(nb_path) -> Path:
     "Render an executed notebook to a standalone HTML page beside it (what the Quarto site would show, without Quarto)."
     from nbconvert import HTMLExporter
