@@ -186,6 +186,7 @@ def coerce_parameter(p: Parameter, value, notebook: str = "") -> Any:
     if isinstance(value, t): return value
     raise bad()
 
+# %% ../../nbs/run/01_runner.ipynb #e12570ba
 def _leaves(value) -> list:
     "The values a declaration applies to: `value` itself, or the items of a list / the values of a dict."
     if isinstance(value, dict): return list(value.values())
@@ -209,6 +210,7 @@ def check_parameter_value(p: Parameter, value, notebook: str = ""):
                 raise ParameterError(f"Parameter {p.name!r}{where} must be one of {{{', '.join(c if c else repr(c) for c in p.choices)}}}, "
                                      f"got {value!r}{item(x)}.")
 
+# %% ../../nbs/run/01_runner.ipynb #4d9f5237
 def resolve_parameters(path, profile: str = "smoke", overrides: dict | None = None, extra: dict | None = None) -> dict:
     "Parameters to inject into the notebook at `path`: the profile's, then `overrides`, validated and coerced."
     declared = notebook_parameters(path)
@@ -818,6 +820,7 @@ def _say(msg: str, log: RunLog | None = None):
     print(f"vlbias: {msg}", file=sys.stderr)
     if log: log.note(msg)
 
+# %% ../../nbs/run/01_runner.ipynb #f9dbdd5d
 def profile_environment(profile: str, # a profile name
                         seed: int = 0, # the run's seed (the rehearsal's generated data sets are seeded with it)
                        ) -> dict:
@@ -831,6 +834,7 @@ def profile_environment(profile: str, # a profile name
         env.update(data.env()); env[REHEARSAL_SET_ENV] = str(data.root)
     return env
 
+# %% ../../nbs/run/01_runner.ipynb #0082e79e
 def rehearsal_record(staging) -> dict:
     """What a run.json adds when models were built with random weights or data came from the rehearsal: `models_built`
     (registry name, architecture, parameter count, substitution of each) and `data_layouts` (each data set's layout)."""
@@ -843,6 +847,7 @@ def rehearsal_record(staging) -> dict:
         out["data_layouts"] = json.loads(json.dumps(json.loads(idx.read_text())["layouts"]).replace("{root}", str(idx.parent)))
     return out
 
+# %% ../../nbs/run/01_runner.ipynb #bbce32d2
 def run_notebook(path, profile: str = "smoke", overrides: dict | None = None, out_root=None,
                  resume: bool = False, progress: bool = True, kernel_name: str | None = None, html: bool = True, *,
                  publish: bool = False, verbose: bool = False, verify: bool = False, wait: bool = True,
@@ -1158,6 +1163,7 @@ GENERATION_JOBS = {  # notebook name -> "module:function(params, progress) -> di
 }
 GENERATION_INPUTS = {"gensynth_editing": ("source_instances", "source_captions", "source_images", "diffusion_pipeline", "device")}
 
+# %% ../../nbs/run/01_runner.ipynb #e4c3dea1
 def notebook_defaults(path, profile: str = "smoke", overrides: dict | None = None) -> dict:
     "Every parameter of the notebook at `path` as a run would set it: declared defaults, then the profile's, then `overrides`."
     return {**{k: p.default for k, p in notebook_parameters(path).items()}, **resolve_parameters(path, profile, overrides)}
