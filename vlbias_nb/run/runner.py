@@ -70,6 +70,11 @@ PARAMETER_KINDS = {  # `<kind>` declarations: what a parameter's value names, an
     "device": "torch device: auto, cpu, cuda, cuda:N or mps (must exist on this machine)",
 }
 
+def _show_bound(x) -> str:
+    if isinstance(x, float) and math.isinf(x): return "inf" if x > 0 else "-inf"
+    if isinstance(x, int) and x >= 2**16 and x & (x - 1) == 0: return f"2**{x.bit_length() - 1}"
+    return repr(x)
+
 @dataclass
 class Parameter:
     "One declared parameter: name, default value, type name, help text and its declared kind, range and choices."
@@ -91,11 +96,6 @@ class Parameter:
         return " ".join(out)
 
 # %% ../../nbs/run/01_runner.ipynb #2b3cc2df
-def _show_bound(x) -> str:
-    if isinstance(x, float) and math.isinf(x): return "inf" if x > 0 else "-inf"
-    if isinstance(x, int) and x >= 2**16 and x & (x - 1) == 0: return f"2**{x.bit_length() - 1}"
-    return repr(x)
-
 _NUM = r"-?(?:inf|\d+(?:\.\d*)?(?:e-?\d+)?(?:\*\*\d+)?)"
 _DECLARATION = re.compile(rf"(<[a-z]+>|\{{[^{{}}]*\}}|[\[(]\s*{_NUM}\s*,\s*{_NUM}\s*[\])])\s*$")
 
@@ -105,6 +105,7 @@ def _bound(s: str):
     if "**" in s: b, e = s.split("**"); return int(b) ** int(e)
     return int(s) if re.fullmatch(r"-?\d+", s) else float(s)
 
+# %% ../../nbs/run/01_runner.ipynb #9c09bff3
 def parse_declarations(comment: str, where: str = "") -> tuple:
     "`(help, kind, range, choices)` of a parameter's comment: the declarations trailing it, and the text before them."
     text, kind, rng, choices = comment.rstrip(), None, None, None
@@ -186,6 +187,7 @@ def coerce_parameter(p: Parameter, value, notebook: str = "") -> Any:
     if isinstance(value, t): return value
     raise bad()
 
+# %% ../../nbs/run/01_runner.ipynb #e12570ba
 def _leaves(value) -> list:
     "The values a declaration applies to: `value` itself, or the items of a list / the values of a dict."
     if isinstance(value, dict): return list(value.values())
@@ -209,6 +211,7 @@ def check_parameter_value(p: Parameter, value, notebook: str = ""):
                 raise ParameterError(f"Parameter {p.name!r}{where} must be one of {{{', '.join(c if c else repr(c) for c in p.choices)}}}, "
                                      f"got {value!r}{item(x)}.")
 
+# %% ../../nbs/run/01_runner.ipynb #4d9f5237
 def resolve_parameters(path, profile: str = "smoke", overrides: dict | None = None, extra: dict | None = None) -> dict:
     "Parameters to inject into the notebook at `path`: the profile's, then `overrides`, validated and coerced."
     declared = notebook_parameters(path)
@@ -246,6 +249,7 @@ PATH_KINDS = ("file", "folder", "files", "dataset", "output")
 MODEL_KINDS = ("model", "pipeline", "encoder", "hub", "featurizer", "embedder", "spacy", "device")
 OFFLINE_MODELS = {"tiny-bert", "tiny-roberta", "tiny-gpt2", "tiny-nsfw", "tiny-dino", "template"}  # built in, random weights
 
+# %% ../../nbs/run/01_runner.ipynb #d8c4e07a
 def folder_size(path) -> tuple[int, int, int]:
     "`(files, bytes, newest mtime in ns)` of the files under folder `path`."
     n = total = newest = 0
@@ -256,10 +260,7 @@ def folder_size(path) -> tuple[int, int, int]:
             n, total, newest = n + 1, total + st.st_size, max(newest, st.st_mtime_ns)
     return n, total, newest
 
-def _data_env_text() -> str:
-    return (f"{DATA_ENV} is {'set to ' + repr(env_value(DATA_ENV)) if env_value(DATA_ENV) is not None else 'unset'}, "
-            f"so the shared data folder is {data_root()}")
-
+# %% ../../nbs/run/01_runner.ipynb #c2288265
 _REACHABLE = {}
 def _reachable(url: str) -> bool:
     from vlbias_nb.zoo.weights import host_reachable
@@ -285,6 +286,10 @@ def _coco2017_input(param, kind, src) -> InputCheck:
                       how=how if _reachable(url) else f"{url} cannot be reached from here: " + how.split("; offline, ", 1)[1])
 
 # %% ../../nbs/run/01_runner.ipynb #681f99f3
+def _data_env_text() -> str:
+    return (f"{DATA_ENV} is {'set to ' + repr(env_value(DATA_ENV)) if env_value(DATA_ENV) is not None else 'unset'}, "
+            f"so the shared data folder is {data_root()}")
+
 def _path_input(param: str, kind: str, value, default, notebook: str = "") -> list[InputCheck]:
     "The `InputCheck`s of path parameter `param` (see above)."
     src = "" if value is None else str(value)
@@ -542,7 +547,6 @@ def declared_sources(checks: list[InputCheck]) -> set:
     "Logical names of the path inputs among `checks` that a run reads (present or absent)."
     return {c.source for c in checks if c.kind in ("file", "folder", "dataset") and c.status not in ("skipped",) and c.source not in ("", "None")}
 
-# %% ../../nbs/run/01_runner.ipynb #f153e345
 def logged_sources(log_path) -> set:
     "The inputs listed in a run's input log (see `vlbias_nb.paths.record_input`)."
     try: return {l.strip() for l in Path(log_path).read_text(encoding="utf-8").splitlines() if l.strip()}
@@ -562,7 +566,6 @@ def file_md5(path) -> str:
     "MD5 of a file's bytes."
     return hashlib.md5(Path(path).read_bytes()).hexdigest()
 
-# %% ../../nbs/run/01_runner.ipynb #48f52e33
 def file_sha256(path) -> str:
     "SHA-256 of a file's bytes."
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
@@ -658,7 +661,6 @@ class OutputBusyError(RuntimeError):
 class RunEnvironmentError(RuntimeError):
     "The machine stopped a run (permissions, a full disk, a file where a folder should be, ...); one line naming the path."
 
-# %% ../../nbs/run/01_runner.ipynb #8e88fdc2
 class RunInterrupted(KeyboardInterrupt):
     "A run stopped with Ctrl-C; the message says what was kept, and where."
 
@@ -751,6 +753,7 @@ def is_up_to_date(path, out_root, profile, params) -> bool:
     except ParameterError: return False
     return _up_to_date(path, Path(out_root) / notebook_name(path), profile, prep)
 
+# %% ../../nbs/run/01_runner.ipynb #5ae8f9a1
 def _replace_dir(src: Path, dst: Path):
     "Move folder `src` to `dst`, replacing `dst` only once `src` is complete."
     old = dst.with_name(f".{dst.name}.old")
@@ -801,6 +804,7 @@ def _environ(values: dict):
             if v is None: os.environ.pop(k, None)
             else: os.environ[k] = v
 
+# %% ../../nbs/run/01_runner.ipynb #a1b07b23
 def _kernel_manager_class(log_file):
     "A jupyter kernel manager whose kernel writes its own stdout and stderr (its warnings, crash reports) to `log_file`."
     from jupyter_client.manager import AsyncKernelManager
@@ -808,13 +812,16 @@ def _kernel_manager_class(log_file):
         async def start_kernel(self, **kw): return await super().start_kernel(**{"stdout": log_file, "stderr": log_file, **kw})
     return KernelOutputToLog
 
+# %% ../../nbs/run/01_runner.ipynb #0e4bb18d
 _ENV_ERRORS = ("[Errno 28]", "[Errno 122]", "[Errno 13]", "[Errno 30]", "database or disk is full")
 
+# %% ../../nbs/run/01_runner.ipynb #5faf2bf3
 def _fix_out_dir_refs(path: Path, staging: Path, final: Path):
     "Make the executed notebook's injected `out_dir` name its final folder, not the staging one."
     s = path.read_text(encoding="utf-8")
     write_text_atomic(path, s.replace(json.dumps(str(staging))[1:-1], json.dumps(str(final))[1:-1]).replace(str(staging), str(final)))
 
+# %% ../../nbs/run/01_runner.ipynb #2a2236e5
 def write_notebook_html(nb_path) -> Path:
     "Render an executed notebook to a standalone HTML page beside it (what the Quarto site would show, without Quarto)."
     from nbconvert import HTMLExporter
@@ -828,6 +835,7 @@ def _say(msg: str, log: RunLog | None = None):
     print(f"vlbias: {msg}", file=sys.stderr)
     if log: log.note(msg)
 
+# %% ../../nbs/run/01_runner.ipynb #f9dbdd5d
 def profile_environment(profile: str, # a profile name
                         seed: int = 0, # the run's seed (the rehearsal's generated data sets are seeded with it)
                        ) -> dict:
@@ -841,6 +849,7 @@ def profile_environment(profile: str, # a profile name
         env.update(data.env()); env[REHEARSAL_SET_ENV] = str(data.root)
     return env
 
+# %% ../../nbs/run/01_runner.ipynb #0082e79e
 def rehearsal_record(staging) -> dict:
     """What a run.json adds when models were built with random weights or data came from the rehearsal: `models_built`
     (registry name, architecture, parameter count, substitution of each) and `data_layouts` (each data set's layout)."""
@@ -853,6 +862,7 @@ def rehearsal_record(staging) -> dict:
         out["data_layouts"] = json.loads(json.dumps(json.loads(idx.read_text())["layouts"]).replace("{root}", str(idx.parent)))
     return out
 
+# %% ../../nbs/run/01_runner.ipynb #5ta9e001
 def stage_record(staging) -> dict:
     """What a run.json adds for the stages the notebook timed (`vlbias_nb.stages.timed_stage`): `stages`, one record per
     timed block (items, seconds, items/s, peak memory), and `stage_summary`, their sums per stage. `{}` when none were timed."""
@@ -860,6 +870,7 @@ def stage_record(staging) -> dict:
     records = read_stage_log(log); log.unlink(missing_ok=True)
     return {"stages": records, "stage_summary": summarise_stages(records)} if records else {}
 
+# %% ../../nbs/run/01_runner.ipynb #bbce32d2
 def run_notebook(path, profile: str = "smoke", overrides: dict | None = None, out_root=None,
                  resume: bool = False, progress: bool = True, kernel_name: str | None = None, html: bool = True, *,
                  publish: bool = False, verbose: bool = False, verify: bool = False, wait: bool = True,
@@ -1176,6 +1187,7 @@ GENERATION_JOBS = {  # notebook name -> "module:function(params, progress) -> di
 }
 GENERATION_INPUTS = {"gensynth_editing": ("source_instances", "source_captions", "source_images", "diffusion_pipeline", "device")}
 
+# %% ../../nbs/run/01_runner.ipynb #e4c3dea1
 def notebook_defaults(path, profile: str = "smoke", overrides: dict | None = None) -> dict:
     "Every parameter of the notebook at `path` as a run would set it: declared defaults, then the profile's, then `overrides`."
     return {**{k: p.default for k, p in notebook_parameters(path).items()}, **resolve_parameters(path, profile, overrides)}
