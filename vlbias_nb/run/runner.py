@@ -845,7 +845,7 @@ def profile_environment(profile: str, # a profile name
     if (w := profile_setting(profile, "weights")): env[WEIGHTS_ENV] = w
     if (d := profile_setting(profile, "data")):
         from vlbias_nb.data.rehearsal import rehearsal_data
-        data = rehearsal_data(n_items=d.get("n_items", 2), seed=seed)
+        data = rehearsal_data(n_items=d.get("n_items", 2), seed=seed, n_items_of=d.get("n_items_of"))
         env.update(data.env()); env[REHEARSAL_SET_ENV] = str(data.root)
     return env
 
