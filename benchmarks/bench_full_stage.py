@@ -2,12 +2,17 @@
 random-init weights cost the same FLOPs as the pretrained ones, so the throughput is what a full run will see.
 
     python benchmarks/bench_full_stage.py embed [--model ViT-B-32/openai] [--n-images 10000] [--batch-size 256] [--workers 8]
+    python benchmarks/bench_full_stage.py embed-text [--model ViT-B-32/openai] [--n-prompts 2000] [--batch-size 256]
     python benchmarks/bench_full_stage.py generate [args of benchmarks/bench_generation.py]   # InstructPix2Pix / SD-1.5 at 512²
 
 `embed`: image embedding of `--n-images` FairFace-size JPEGs (224², written once to a temporary folder) through the
 model's own preprocessing and a real `torch.utils.data.DataLoader`, as the analyses' embedding cache does. On a GPU:
 half precision, SDPA (open_clip's default attention) and the achieved fraction of the card's dense fp16 matmul
 throughput. Last line: images/s.
+
+`embed-text`: text embedding of `--n-prompts` zero-shot prompts (CLIP's ImageNet template over class names, padded to
+the tower's context as open_clip does): what zero-shot classifiers and prompt evaluations cost, the rehearsal's
+bottleneck on a CPU (ImageNet: 1000 classes x 80 templates per model). Last line: prompts/s.
 """
 import argparse, os, sys, tempfile, time
 from pathlib import Path
@@ -71,6 +76,23 @@ def embed(args):
         print(f"peak GPU memory {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB")
     print(f"{rate:.1f} images/s")
 
+def embed_text(args):
+    from vlbias_nb.paths import weights_policy
+    from vlbias_nb.zoo.factory import load_model
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    with weights_policy("random"): vlm = load_model(args.model, device=dev, dtype="float16" if dev == "cuda" else "float32")
+    n_params = sum(p.numel() for p in vlm.model.parameters())
+    prompts = [f"a photo of a {w}." for w in (f"class {i}" for i in range(args.n_prompts))]
+    vlm.encode_text(prompts[:8], batch_size=8, progress=False)                    # warm-up
+    t0 = time.time(); e = vlm.encode_text(prompts, batch_size=args.batch_size, progress=False)
+    if dev == "cuda": torch.cuda.synchronize()
+    rate = len(prompts) / (time.time() - t0)
+    print(f"model {args.model} (random weights, {n_params:,} parameters), text tower on "
+          f"{torch.cuda.get_device_name(0) if dev == 'cuda' else 'CPU'} ({torch.get_num_threads()} threads), batch {args.batch_size}, "
+          f"{'fp16' if dev == 'cuda' else 'fp32'}; embeddings {tuple(e.shape)}")
+    print(f"ImageNet zero-shot classifier (1000 classes x 80 templates): {80_000 / rate / 60:.1f} min")
+    print(f"{rate:.1f} prompts/s")
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["generate"]:
@@ -78,13 +100,14 @@ def main(argv=None):
         import bench_generation
         return bench_generation.main(argv[1:])
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("stage", choices=["embed", "generate"])
+    ap.add_argument("stage", choices=["embed", "embed-text", "generate"])
     ap.add_argument("--model", default="ViT-B-32/openai", help="an open_clip ARCH/TAG or hub name the zoo knows")
     gpu = torch.cuda.is_available()
     ap.add_argument("--n-images", type=int, default=10000 if gpu else 256)
     ap.add_argument("--batch-size", type=int, default=512 if gpu else 32)
     ap.add_argument("--workers", type=int, default=min(8, os.cpu_count() or 1))
+    ap.add_argument("--n-prompts", type=int, default=80_000 if gpu else 256, help="embed-text: prompts embedded")
     args = ap.parse_args(argv)
-    embed(args)
+    embed_text(args) if args.stage == "embed-text" else embed(args)
 
 if __name__ == "__main__": main()

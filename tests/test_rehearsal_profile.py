@@ -86,7 +86,19 @@ def test_bench_full_stage_embed_prints_its_figure():
     assert 8.6 < gflop < 8.9, gflop                           # 2 × 4.4 GMAC, the fused attention's matmuls counted too
     assert "151,277,313 parameters" in r.stdout
 
-@pytest.mark.parametrize("name", [n for n in analysis_notebooks() if n != "coco_gender_labels"])   # that one: above
+# Rehearsal runs measured on a 2-core CPU (issue 23). Not yet in CI, and why: their real-size text towers embed tens of
+# thousands of prompts on a CPU (0.17 s per prompt for ViT-B/32's text tower at one thread).
+NOT_YET_IN_CI = {
+    "prompt_array": "every evaluation embeds the 264 test prompts with ViT-B/16's text tower, and the zero-shot CIFAR-100 / "
+                    "ImageNet classifiers 100 x 18 and 1000 x 80 prompts: hours on a 2-core CPU",
+    "gensynth_editing": "zero-shot ImageNet (1000 classes x 80 templates) for each of the 17 models of Tab. 3/8",
+    "gab": "text-encoder bias of the 17 Tab. 1 models (EVA01-g-14 among them) and 12 retrieval models on 1024² images",
+}
+
+def test_every_analysis_is_rehearsed_in_ci_or_says_why_not():
+    assert set(NOT_YET_IN_CI) <= set(analysis_notebooks()) and all(len(v) > 40 for v in NOT_YET_IN_CI.values())
+
+@pytest.mark.parametrize("name", [n for n in analysis_notebooks() if n != "coco_gender_labels" and n not in NOT_YET_IN_CI])
 def test_every_analysis_runs_end_to_end_in_the_rehearsal(name, tmp_path):
     """`vlbias run NAME --profile rehearsal` on a 2-core CPU: the full profile's code path (real architectures at random
     weights, data sets in their official layouts; the generated data are shared by the runs, `.cache/rehearsal-data`)."""
