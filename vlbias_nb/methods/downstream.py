@@ -134,6 +134,7 @@ def imagenet_templates() -> list:
     from open_clip.zero_shot_metadata import OPENAI_IMAGENET_TEMPLATES
     return list(OPENAI_IMAGENET_TEMPLATES)
 
+# %% ../../nbs/methods/03_downstream.ipynb #b767d1b5
 @dataclass
 class ClassificationData:
     "Images (opened on access), integer labels, class names and the default prompt templates of a data set."

@@ -16,8 +16,8 @@ from ...resources import read_resource_json
 # %% auto #0
 __all__ = ['SOURCES', 'SOURCE_TABLES', 'GENDER_NOUNS', 'DEFAULT_GAB_ACTIVITIES', 'MALE_IDENTIFIERS', 'FEMALE_IDENTIFIERS',
            'MLM_TEMPLATE', 'PAPER_MLM_TEMPLATE', 'KNOWN_TYPOS', 'load_gab_activities', 'activity_phrase',
-           'activity_table', 'mlm_sentence', 'mlm_log_ratio', 'identifier_token_ids', 'mask_probabilities',
-           'tiny_roberta_tokenizer', 'load_fill_mask', 'mlm_bias_scores', 'mlm_sign_agreement',
+           'activity_table', 'mlm_sentence', 'mlm_log_ratio', 'tiny_roberta_tokenizer', 'load_fill_mask',
+           'identifier_token_ids', 'mask_probabilities', 'mlm_bias_scores', 'mlm_sign_agreement',
            'sign_agreement_summary', 'distractor_stats', 'activity_typos', 'NormalityTest', 'shapiro_wilk',
            'select_tail', 'select_gendered_activities', 'load_activity_list', 'TailSelection', 'mlm_score_fn',
            'select_candidate_activities', 'subject_gender', 'subject_verb_objects', 'verb_object_gender_counts',
@@ -28,8 +28,6 @@ __all__ = ['SOURCES', 'SOURCE_TABLES', 'GENDER_NOUNS', 'DEFAULT_GAB_ACTIVITIES',
 SOURCES = {"phaze1": "LAION-400M", "phaze2": "everyday (GPT-4)", "phaze3": "stereotypical (GPT-4)"}
 SOURCE_TABLES = {"phaze1": "Tab. 4", "phaze2": "Tab. 3", "phaze3": "Tab. 2"}
 GENDER_NOUNS = ("man", "woman")  # the nouns of GAB's captions and lists ("a man is ..."): not vlbias_nb.text.GENDERS
-
-# %% ../../../nbs/papers/gab/00_activities.ipynb #bf94a5e0
 DEFAULT_GAB_ACTIVITIES = read_resource_json("gab/activities.json")   # the authors' lists, shipped in vlbias_nb/resources
 
 # %% ../../../nbs/papers/gab/00_activities.ipynb #ee8677cd
@@ -91,6 +89,27 @@ def mlm_log_ratio(probs, # (sentences, vocabulary) probabilities at the mask
     pm, pf = p[:, list(male_ids)].sum(1), p[:, list(female_ids)].sum(1)
     with np.errstate(divide="ignore"): return np.log(pm) - np.log(pf)
 
+# %% ../../../nbs/papers/gab/00_activities.ipynb #e862051e
+from ...zoo.tiny import tiny_bpe_tokenizer, tiny_roberta_mlm
+
+def _tiny_corpus() -> list[str]:
+    lists = DEFAULT_GAB_ACTIVITIES
+    acts = [a for s in lists["actions"].values() for g in s.values() for a in g]
+    acts += [a for s in lists["near_actions"].values() for v in s.values() for a in v]
+    words = list(MALE_IDENTIFIERS + FEMALE_IDENTIFIERS + ("person",))
+    return [mlm_sentence(a, w, "a {mask} is doing {activity}") for a in acts for w in ("man", "woman")] + \
+           [f"a {w} is doing it and a {w} is in the scene" for w in words] * 50
+
+def tiny_roberta_tokenizer(vocab_size: int = 800):
+    "An offline byte-level BPE tokenizer (`vlbias_nb.zoo.tiny.tiny_bpe_tokenizer`) trained on the GAB activity sentences (identifiers single tokens)."
+    return tiny_bpe_tokenizer(_tiny_corpus(), vocab_size)
+
+def load_fill_mask(name: str = "roberta-large", seed: int = 0, device: str = "cpu"):
+    "(model, tokenizer) of a masked LM by name: `tiny-roberta` offline, else `zoo.text_models.load_masked_lm` (local files; downloads only when allowed)."
+    if name == "tiny-roberta": return tiny_roberta_mlm(seed, tiny_roberta_tokenizer())   # vlbias_nb.zoo.tiny
+    from vlbias_nb.zoo.text_models import load_masked_lm
+    return load_masked_lm(name, device=device, tail="This is the fill-mask model of parameter `mlm_model`; offline, use 'tiny-roberta'.")
+
 # %% ../../../nbs/papers/gab/00_activities.ipynb #849d0390
 def identifier_token_ids(tokenizer, words: Sequence[str]) -> dict:
     """Vocabulary id of each identifier that is a single token in the middle of a sentence (with a leading space for
@@ -118,27 +137,6 @@ def mask_probabilities(model, tokenizer, sentences: Sequence[str], batch_size: i
         with torch.no_grad(): logits = model(**enc).logits
         out.append(torch.softmax(logits[pos].float(), -1).cpu().numpy())
     return np.concatenate(out) if out else np.zeros((0, model.config.vocab_size))
-
-# %% ../../../nbs/papers/gab/00_activities.ipynb #e862051e
-from ...zoo.tiny import tiny_bpe_tokenizer, tiny_roberta_mlm
-
-def _tiny_corpus() -> list[str]:
-    lists = DEFAULT_GAB_ACTIVITIES
-    acts = [a for s in lists["actions"].values() for g in s.values() for a in g]
-    acts += [a for s in lists["near_actions"].values() for v in s.values() for a in v]
-    words = list(MALE_IDENTIFIERS + FEMALE_IDENTIFIERS + ("person",))
-    return [mlm_sentence(a, w, "a {mask} is doing {activity}") for a in acts for w in ("man", "woman")] + \
-           [f"a {w} is doing it and a {w} is in the scene" for w in words] * 50
-
-def tiny_roberta_tokenizer(vocab_size: int = 800):
-    "An offline byte-level BPE tokenizer (`vlbias_nb.zoo.tiny.tiny_bpe_tokenizer`) trained on the GAB activity sentences (identifiers single tokens)."
-    return tiny_bpe_tokenizer(_tiny_corpus(), vocab_size)
-
-def load_fill_mask(name: str = "roberta-large", seed: int = 0, device: str = "cpu"):
-    "(model, tokenizer) of a masked LM by name: `tiny-roberta` offline, else `zoo.text_models.load_masked_lm` (local files; downloads only when allowed)."
-    if name == "tiny-roberta": return tiny_roberta_mlm(seed, tiny_roberta_tokenizer())   # vlbias_nb.zoo.tiny
-    from vlbias_nb.zoo.text_models import load_masked_lm
-    return load_masked_lm(name, device=device, tail="This is the fill-mask model of parameter `mlm_model`; offline, use 'tiny-roberta'.")
 
 # %% ../../../nbs/papers/gab/00_activities.ipynb #62d184d3
 def mlm_bias_scores(activities: Sequence[str], model=None, tokenizer=None, name: str | None = None,

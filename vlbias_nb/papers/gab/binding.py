@@ -16,11 +16,11 @@ from ...seeds import derive_seed, numpy_rng
 # %% auto #0
 __all__ = ['GROUPS', 'AUTHOR_FOLDERS', 'TEMPLATES', 'I2T_SETTINGS', 'AR_CHANCE', 'PAPER_MODELS', 'AR_TABLES', 'other_gender',
            'group_performer', 'group_persons', 'group_of', 'group_folder', 'gab_caption', 'reversed_caption',
-           'group_table', 'scan_gab_images', 'embed_captions', 'over_activities', 'mean_over_models_ci',
-           'image_to_text_scores', 'accuracy_per_activity', 'accuracy_by_group', 'image_to_text_experiment',
-           'binding_drops', 'pair_groups', 'text_to_image_experiment', 't2i_accuracy', 'neutral_preference_share',
-           'text_encoder_bias', 'text_encoder_bias_share', 'activity_recognition', 'activity_recognition_summary',
-           'PlantedTextEncoder', 'planted_binding_data', 'paper_model_values', 'paper_tab1',
+           'group_table', 'scan_gab_images', 'embed_captions', 'PlantedTextEncoder', 'planted_binding_data',
+           'over_activities', 'mean_over_models_ci', 'image_to_text_scores', 'accuracy_per_activity',
+           'accuracy_by_group', 'image_to_text_experiment', 'binding_drops', 'pair_groups', 'text_to_image_experiment',
+           't2i_accuracy', 'neutral_preference_share', 'text_encoder_bias', 'text_encoder_bias_share',
+           'activity_recognition', 'activity_recognition_summary', 'paper_model_values', 'paper_tab1',
            'paper_activity_recognition', 'paper_averages', 'compare_by_model']
 
 # %% ../../../nbs/papers/gab/01_binding.ipynb #1cceef91
@@ -116,6 +116,70 @@ def _check_images(images, image_emb):
         if c not in images: raise ValueError(f"images lacks column {c!r}")
     if len(images) != len(image_emb): raise ValueError(f"images has {len(images)} rows but image_emb {len(image_emb)}")
     return images.reset_index(drop=True), _unit(image_emb)
+
+# %% ../../../nbs/papers/gab/01_binding.ipynb #825f9008
+_SENT = re.compile(r"^a (man|woman|person) is (.+?)(?: and a (man|woman) is in the scene)?$")
+
+class PlantedTextEncoder:
+    "A text encoder with a planted gender lean of the neutral sentence per activity (known answer for Tab. 1)."
+    def __init__(self, activities: pd.DataFrame, biased: set, strength: float = 0.5, dim: int | None = None, seed: int = 0):
+        self.expected = {activity_phrase(a): e for a, e in zip(activities.activity, activities.expected)}
+        self.biased = {activity_phrase(a) for a in biased}
+        words = ["man", "woman", "person", "scene:man", "scene:woman"] + sorted(self.expected)
+        dim = dim or len(words) + 8
+        if dim < len(words): raise ValueError(f"dim must be >= {len(words)}")
+        Q, _ = np.linalg.qr(numpy_rng(seed, "planted text encoder").normal(size=(dim, dim)))
+        self.vec = {w: Q[:, i] for i, w in enumerate(words)}
+        self.dim, self.strength, self.seed = dim, strength, seed
+    def _other(self, text):
+        return numpy_rng(self.seed, "planted text encoder: other sentence", text).normal(size=self.dim)
+    def _one(self, text):
+        m = _SENT.match(text.strip().lower())
+        if not m or m.group(2) not in self.expected: return self._other(text)
+        who, act, other = m.groups()
+        v = self.vec[act] + self.vec[who]
+        if other: v = v + self.vec[f"scene:{other}"]
+        if who == "person":
+            e = self.expected[act]
+            v = v + self.strength * self.vec[e if act in self.biased else other_gender(e)]
+        return v
+    def __call__(self, texts):
+        return _unit(np.stack([self._one(t) for t in ([texts] if isinstance(texts, str) else texts)]))
+
+def planted_binding_data(activities: pd.DataFrame, error_rates: dict, n_per_group: int = 20, noise: float = 0.05,
+                         dim: int = 512, seed: int = 0):
+    """(images, image_emb, encode_text) with a planted share `error_rates[g]` of wrongly bound images per group:
+    image-to-text accuracy of group g is exactly 1 - error_rates[g] (both templates)."""
+    for g, r in error_rates.items():
+        _check_group(g)
+        if not 0 <= r <= 1: raise ValueError(f"error_rates[{g!r}] must be in [0, 1], got {r}")
+    images = group_table(activities, n_per_group)
+    caps = []
+    for a in activities.activity:
+        for p in GENDER_NOUNS: caps += [gab_caption(p, a, "one"), gab_caption(p, a, "two")]
+        caps.append(gab_caption(None, a, "neutral"))
+    if dim < len(caps): raise ValueError(f"dim must be >= {len(caps)} (one direction per caption)")
+    rng = numpy_rng(seed, "planted binding data")
+    Q, _ = np.linalg.qr(rng.normal(size=(dim, dim)))
+    vec = {c: Q[:, i] for i, c in enumerate(caps)}
+    extra = {}
+    def encode_text(texts):
+        out = []
+        for t in texts:
+            if t not in vec and t not in extra:
+                extra[t] = numpy_rng(seed, "planted binding data: other caption", t).normal(size=dim) / np.sqrt(dim)
+            out.append(vec.get(t, extra.get(t)))
+        return _unit(np.stack(out))
+    X = np.zeros((len(images), dim))
+    wrong = np.zeros(len(images), bool)
+    for (src, act, g), d in images.groupby(["source", "activity", "group"]):
+        k = int(round(error_rates.get(g, 0.0) * len(d)))
+        wrong[rng.permutation(d.index.to_numpy())[:k]] = True
+    for i, r in images.iterrows():
+        p = r.performer if not wrong[i] else other_gender(r.performer)
+        v = vec[gab_caption(p, r.activity, "one")] + (vec[gab_caption(p, r.activity, "two")] if r.n_persons == 2 else 0)
+        X[i] = v + noise * rng.normal(size=dim) / np.sqrt(dim)
+    return images.assign(planted_wrong=wrong), _unit(X), encode_text
 
 # %% ../../../nbs/papers/gab/01_binding.ipynb #d87dc1f8
 def over_activities(per_activity: pd.DataFrame, # one row per activity (and group): `activity`, the `by` columns and `value`
@@ -333,70 +397,6 @@ def activity_recognition_summary(per_image: pd.DataFrame, # `activity_recognitio
     parts = [over_activities(a, m, by, lambda d, m=m: float(np.mean([AR_CHANCE[m](n) for n in d.n_candidates])), seed,
                              name="value").assign(metric=m) for m in AR_CHANCE]
     return pd.concat(parts, ignore_index=True)[[*by, "metric", "value", "n_activities", "chance", "ci_low", "ci_high"]]
-
-# %% ../../../nbs/papers/gab/01_binding.ipynb #825f9008
-_SENT = re.compile(r"^a (man|woman|person) is (.+?)(?: and a (man|woman) is in the scene)?$")
-
-class PlantedTextEncoder:
-    "A text encoder with a planted gender lean of the neutral sentence per activity (known answer for Tab. 1)."
-    def __init__(self, activities: pd.DataFrame, biased: set, strength: float = 0.5, dim: int | None = None, seed: int = 0):
-        self.expected = {activity_phrase(a): e for a, e in zip(activities.activity, activities.expected)}
-        self.biased = {activity_phrase(a) for a in biased}
-        words = ["man", "woman", "person", "scene:man", "scene:woman"] + sorted(self.expected)
-        dim = dim or len(words) + 8
-        if dim < len(words): raise ValueError(f"dim must be >= {len(words)}")
-        Q, _ = np.linalg.qr(numpy_rng(seed, "planted text encoder").normal(size=(dim, dim)))
-        self.vec = {w: Q[:, i] for i, w in enumerate(words)}
-        self.dim, self.strength, self.seed = dim, strength, seed
-    def _other(self, text):
-        return numpy_rng(self.seed, "planted text encoder: other sentence", text).normal(size=self.dim)
-    def _one(self, text):
-        m = _SENT.match(text.strip().lower())
-        if not m or m.group(2) not in self.expected: return self._other(text)
-        who, act, other = m.groups()
-        v = self.vec[act] + self.vec[who]
-        if other: v = v + self.vec[f"scene:{other}"]
-        if who == "person":
-            e = self.expected[act]
-            v = v + self.strength * self.vec[e if act in self.biased else other_gender(e)]
-        return v
-    def __call__(self, texts):
-        return _unit(np.stack([self._one(t) for t in ([texts] if isinstance(texts, str) else texts)]))
-
-def planted_binding_data(activities: pd.DataFrame, error_rates: dict, n_per_group: int = 20, noise: float = 0.05,
-                         dim: int = 512, seed: int = 0):
-    """(images, image_emb, encode_text) with a planted share `error_rates[g]` of wrongly bound images per group:
-    image-to-text accuracy of group g is exactly 1 - error_rates[g] (both templates)."""
-    for g, r in error_rates.items():
-        _check_group(g)
-        if not 0 <= r <= 1: raise ValueError(f"error_rates[{g!r}] must be in [0, 1], got {r}")
-    images = group_table(activities, n_per_group)
-    caps = []
-    for a in activities.activity:
-        for p in GENDER_NOUNS: caps += [gab_caption(p, a, "one"), gab_caption(p, a, "two")]
-        caps.append(gab_caption(None, a, "neutral"))
-    if dim < len(caps): raise ValueError(f"dim must be >= {len(caps)} (one direction per caption)")
-    rng = numpy_rng(seed, "planted binding data")
-    Q, _ = np.linalg.qr(rng.normal(size=(dim, dim)))
-    vec = {c: Q[:, i] for i, c in enumerate(caps)}
-    extra = {}
-    def encode_text(texts):
-        out = []
-        for t in texts:
-            if t not in vec and t not in extra:
-                extra[t] = numpy_rng(seed, "planted binding data: other caption", t).normal(size=dim) / np.sqrt(dim)
-            out.append(vec.get(t, extra.get(t)))
-        return _unit(np.stack(out))
-    X = np.zeros((len(images), dim))
-    wrong = np.zeros(len(images), bool)
-    for (src, act, g), d in images.groupby(["source", "activity", "group"]):
-        k = int(round(error_rates.get(g, 0.0) * len(d)))
-        wrong[rng.permutation(d.index.to_numpy())[:k]] = True
-    for i, r in images.iterrows():
-        p = r.performer if not wrong[i] else other_gender(r.performer)
-        v = vec[gab_caption(p, r.activity, "one")] + (vec[gab_caption(p, r.activity, "two")] if r.n_persons == 2 else 0)
-        X[i] = v + noise * rng.normal(size=dim) / np.sqrt(dim)
-    return images.assign(planted_wrong=wrong), _unit(X), encode_text
 
 # %% ../../../nbs/papers/gab/01_binding.ipynb #b01c6432
 PAPER_MODELS = {"AltCLIP": "BAAI/AltCLIP", "EVA01-g-14": "EVA01-g-14/laion400m_s11b_b41k",

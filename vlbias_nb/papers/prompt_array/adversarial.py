@@ -277,7 +277,6 @@ class _Selection:
         if not self.below(e) and e["selection"] < self.best["score"]:
             self.best.update(score=e["selection"], step=step, state=self.snapshot())
 
-# %% ../../../nbs/papers/prompt_array/02_adversarial.ipynb #479257d0
 @torch.no_grad()
 def _restore(sel: _Selection, step: int, stopped: bool) -> tuple[bool, int]:
     "(stopped early, kept step) after a final evaluation at `step`; copies the kept state into the trained tensors."
@@ -289,7 +288,7 @@ def _restore(sel: _Selection, step: int, stopped: bool) -> tuple[bool, int]:
     for t, v in zip(sel.trained, keep["state"]): t.copy_(v)
     return stopped, keep["step"]
 
-# %% ../../../nbs/papers/prompt_array/02_adversarial.ipynb #33217695
+# %% ../../../nbs/papers/prompt_array/02_adversarial.ipynb #41e9fcb1
 def _warm_up(setup, adversary, opt_adv, batches: _Batches, c, progress: bool) -> list:
     "`adv_warmup_epochs` epochs of adversary-only batches: their history rows."
     n = max(1, math.ceil(batches.n_faces / c.batch_size)) * c.adv_warmup_epochs
@@ -317,7 +316,6 @@ def _alternate(setup, adversary, opt_adv, opt_model, batches: _Batches, sel: _Se
     bar.close()
     return hist, step, stopped
 
-# %% ../../../nbs/papers/prompt_array/02_adversarial.ipynb #41e9fcb1
 def train_debias(vlm, # open_clip `VisionLanguageModel`, modified in place if `config.target` adapts CLIP weights
                  face_pixels: torch.Tensor | None, # preprocessed faces `(n, 3, H, W)` (or `LazyPixels`); None with `face_features`
                  face_attrs, # the attribute label of each face (the adversary's target)
