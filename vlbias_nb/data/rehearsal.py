@@ -40,6 +40,7 @@ def _save(im: Image.Image, path: Path) -> Path:
     else: im.save(path, format="JPEG", quality=90)
     return path
 
+# %% ../../nbs/data/03_rehearsal.ipynb #33b65ce2
 def _distinct(rng, lo: int, hi: int, k: int) -> np.ndarray:
     "`k` distinct integers drawn from [lo, hi), in the order drawn."
     if k > hi - lo: raise ValueError(f"cannot draw {k} distinct integers from [{lo}, {hi})")

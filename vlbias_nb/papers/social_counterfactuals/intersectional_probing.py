@@ -268,6 +268,7 @@ def averaged_text_embeddings(encode, subjects: Sequence[str], prefixes: Sequence
     E = np.stack([np.asarray(encode(neutral_prompts(s, prefixes))).mean(0) for s in subjects])
     return E / np.linalg.norm(E, axis=1, keepdims=True)
 
+# %% ../../../nbs/papers/social_counterfactuals/01_intersectional_probing.ipynb #d995d910
 def pooled_codes(codes, image_subject, subjects) -> np.ndarray:
     "Per-query attribute codes `(Q, N)`: an image's code where it shows query q's subject, else undefined (-1)."
     codes, img_s = np.asarray(codes), np.asarray(image_subject)
