@@ -245,3 +245,16 @@ def test_sharded_model_list(tmp_path, monkeypatch):
     assert C.card_main(argv) == 0
     board = pd.read_csv(tmp_path / "leaderboard.csv")
     assert sorted(board.model.unique()) == ["tiny-clip", "tiny-hf-clip"]
+
+def test_planted_visogender_resolution_bias(tmp_path):
+    "VisoGender layout: each occupation's masculine images planted first -> MaxSkew@2 = ln 2 for every occupation."
+    from vlbias_nb.data.rehearsal import make_visogender
+    from vlbias_nb.papers.social_counterfactuals.intersectional_probing import load_visogender
+    root = make_visogender(tmp_path / "vg", n_items=4)
+    t = load_visogender(root)
+    order = [str(p) for p in t.sort_values("gender", key=lambda g: g != "male").path]
+    card = C.make_card("planted-card", tmp_path / "card", ["social_counterfactuals.visogender"], {"visogender": str(root)},
+                       C.CardConfig(**CFG), model=C.PlantedCardModel(_positions(order)), cache=None)
+    m = card["measures"]["social_counterfactuals.resolution.visogender"]
+    _inside(m, math.log(2))
+    assert m["n"] == t.occupation.nunique() == 2 and m["n_items"] == 8 and m["chance"] < math.log(2)
