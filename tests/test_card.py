@@ -258,3 +258,18 @@ def test_planted_visogender_resolution_bias(tmp_path):
     m = card["measures"]["social_counterfactuals.resolution.visogender"]
     _inside(m, math.log(2))
     assert m["n"] == t.occupation.nunique() == 2 and m["n_items"] == 8 and m["chance"] < math.log(2)
+
+def test_planted_gab_text_to_image(tmp_path):
+    "GAB layout: every E2 image planted before every U2 image -> each E2 caption picks its E2 image (1.0), each U2 caption fails (0.0)."
+    from vlbias_nb.data.rehearsal import make_gab_images
+    from vlbias_nb.papers.gab.binding import scan_gab_images
+    root = make_gab_images(tmp_path / "gab", n_items=2, n_activities=4, size=64)
+    t = scan_gab_images(root)
+    order = t.path[t.group == "E2"].tolist() + t.path[t.group != "E2"].tolist()
+    card = C.make_card("planted-card", tmp_path / "card", ["gab.binding"], {"gab": str(root)}, C.CardConfig(**CFG),
+                       model=C.PlantedCardModel(_positions(order)), cache=None)
+    ms = card["measures"]
+    _inside(ms["gab.t2i.E2"], 1.0); _inside(ms["gab.t2i.U2"], 0.0)
+    assert ms["gab.t2i.E2"]["n"] == 4 and ms["gab.t2i.E2"]["chance"] == 0.5
+    assert {"gab.i2t.E2.two", "gab.i2t.U2.two", "gab.binding_drop"} <= set(ms)
+    assert C.task_status(C.CARD_TASKS["gab.binding"], {"gab": str(tmp_path / "none")})[1].endswith("pass --data gab=DIR")
