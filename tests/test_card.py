@@ -273,3 +273,10 @@ def test_planted_gab_text_to_image(tmp_path):
     assert ms["gab.t2i.E2"]["n"] == 4 and ms["gab.t2i.E2"]["chance"] == 0.5
     assert {"gab.i2t.E2.two", "gab.i2t.U2.two", "gab.binding_drop"} <= set(ms)
     assert C.task_status(C.CARD_TASKS["gab.binding"], {"gab": str(tmp_path / "none")})[1].endswith("pass --data gab=DIR")
+
+def test_missing_weights_refused_before_work(tmp_path, capsys):
+    "A known model whose weights are not here is refused before any task runs, with the zoo's message form."
+    assert C.card_main(["tiny-clip", "ViT-B-32/openai", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: model 'ViT-B-32/openai': Weights for model 'ViT-B-32/openai'") and "VLBIAS_ALLOW_DOWNLOAD=1" in err
+    assert not (tmp_path / "o").exists()
