@@ -280,3 +280,10 @@ def test_missing_weights_refused_before_work(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith("error: model 'ViT-B-32/openai': Weights for model 'ViT-B-32/openai'") and "VLBIAS_ALLOW_DOWNLOAD=1" in err
     assert not (tmp_path / "o").exists()
+
+def test_compare_refuses_a_card_that_breaks_the_schema(tmp_path, capsys):
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "card.json").write_text(json.dumps({"schema_version": "0.1"}))
+    assert C.card_main(["--compare", str(tmp_path / "bad"), "--out", str(tmp_path / "cmp")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --compare") and "card.json" in err and len(err.strip().splitlines()) == 1
