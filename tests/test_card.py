@@ -213,6 +213,8 @@ def test_models_file_and_bad_input(tmp_path, capsys):
     for argv, msg in [(["no-such-model"], "model 'no-such-model'"), (["--models", str(tmp_path / "none.txt")], "none.txt"),
                       (["tiny-clip", "--only", "maxskew_everything"], "unknown measure 'maxskew_everything'"),
                       (["tiny-clip", "--out", str(f)], "is a file"), (["tiny-clip", "--data", "imagenet=/x"], "--data 'imagenet=/x'"),
+                      (["tiny-clip", "--data", "imagenet21k=/x"], "KEY one of"), (["tiny-clip", "--device", "cuda:7"], "--device 'cuda:7'"),
+                      (["tiny-clip", "--device", "gpu"], "--device 'gpu'"),
                       ([], "no model given")]:
         assert C.card_main(argv) == 2, argv
         err = capsys.readouterr().err
