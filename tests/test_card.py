@@ -289,3 +289,11 @@ def test_compare_refuses_a_card_that_breaks_the_schema(tmp_path, capsys):
     assert C.card_main(["--compare", str(tmp_path / "bad"), "--out", str(tmp_path / "cmp")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: --compare") and "card.json" in err and len(err.strip().splitlines()) == 1
+
+def test_random_weights_switch_is_not_refused(monkeypatch):
+    "Under VLBIAS_WEIGHTS=random (the rehearsal) a pretrained name builds its architecture with random weights: not refused."
+    monkeypatch.setenv("VLBIAS_WEIGHTS", "random")
+    r = C.resolve_card_model("ViT-B-32,openai")
+    assert (r["name"], r["status"]) == ("ViT-B-32/openai", "random")
+    args = C.card_parser().parse_args(["ViT-B-32,openai", "--only", "gab.text_bias"])
+    assert C.check_card_args(args)["models"] == ["ViT-B-32,openai"]
