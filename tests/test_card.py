@@ -297,3 +297,13 @@ def test_random_weights_switch_is_not_refused(monkeypatch):
     assert (r["name"], r["status"]) == ("ViT-B-32/openai", "random")
     args = C.card_parser().parse_args(["ViT-B-32,openai", "--only", "gab.text_bias"])
     assert C.check_card_args(args)["models"] == ["ViT-B-32,openai"]
+
+def test_paper_value_beside_ours_for_a_model_the_paper_measured(planted, tmp_path):
+    "Named as a model Prompt Array Tab. 2 measured, the card carries the paper's number (never comparable for a planted model)."
+    model = C.PlantedCardModel(planted["pos"], name="ViT-B-32/openai")
+    card = C.make_card("ViT-B-32/openai", tmp_path, ["prompt_array.fairface"], planted["roots"], C.CardConfig(**CFG), model=model, cache=None)
+    ms = card["measures"]
+    assert (ms["prompt_array.maxskew.gender"]["paper"], ms["prompt_array.ndkl.gender"]["paper"]) == (0.185, 0.073)
+    assert ms["prompt_array.maxskew.gender"]["paper_source"] == "Prompt Array Tab. 2" and ms["prompt_array.maxskew.race"]["paper"] is None
+    assert card["model"]["comparable"] is False
+    assert "| 0.185 |" in (tmp_path / "card.md").read_text()
