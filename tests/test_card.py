@@ -307,3 +307,19 @@ def test_paper_value_beside_ours_for_a_model_the_paper_measured(planted, tmp_pat
     assert ms["prompt_array.maxskew.gender"]["paper_source"] == "Prompt Array Tab. 2" and ms["prompt_array.maxskew.race"]["paper"] is None
     assert card["model"]["comparable"] is False
     assert "| 0.185 |" in (tmp_path / "card.md").read_text()
+
+def test_debias_form_with_local_tokens_loads_and_cards(tmp_path):
+    "`debias:<base>:<tokens file>` (Prompt Array's DebiasCLIP) resolves, loads through the zoo and gets a card."
+    import torch
+    from vlbias_nb.zoo.factory import load_model
+    from vlbias_nb.zoo.debiased import save_debias_tokens
+    base = load_model("tiny-clip", device="cpu")
+    save_debias_tokens(tmp_path / "tokens.pt", base, torch.full((2, base.model.token_embedding.weight.shape[1]), 0.5))
+    name = f"debias:tiny-clip:{tmp_path / 'tokens.pt'}"
+    r = C.resolve_card_model(name)
+    assert (r["form"], r["status"]) == ("debias", "present")
+    vlm = C.load_card_model(name, device="cpu")
+    e, e0 = vlm.encode_text(["a photo of a person"]), base.encode_text(["a photo of a person"])
+    assert e.shape == e0.shape and not np.allclose(e, e0)                     # the tokens change the text embedding
+    assert C.card_main([name, "--only", "gab.text_bias", "--out", str(tmp_path / "card"), "--no-progress"]) == 0
+    assert json.loads((tmp_path / "card" / "card.json").read_text())["model"]["form"] == "debias"
