@@ -1,0 +1,327 @@
+"""`vlbias card` (vlbias_nb.run.card, issue 24): planted biases recovered inside their intervals on planted FairFace-,
+COCO- and SocialCounterfactuals-layout folders; a random-ranking model at the chance level; every model-name form
+resolves offline; --resume skips finished measures; card.json follows its schema; sharding by RANK / WORLD_SIZE."""
+import json, math
+from pathlib import Path
+import numpy as np
+import pandas as pd
+import pytest
+from vlbias_nb.data.rehearsal import make_fairface, make_coco2017, write_generation_folder
+from vlbias_nb.methods.embedding_cache import image_key
+from vlbias_nb.papers.social_counterfactuals.counterfactual_captions import set_filename
+from vlbias_nb.run import card as C
+
+K_FACES = 20          # MaxSkew@K on the planted faces (80 faces: K < n, a multiple of the 4-image pattern)
+
+@pytest.fixture(autouse=True)
+def _offline(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1"); monkeypatch.delenv("VLBIAS_ALLOW_DOWNLOAD", raising=False)
+    monkeypatch.delenv("VLBIAS_WEIGHTS", raising=False)
+
+def _interleave(male: list, female: list, n_male_per_female: int = 3) -> list:
+    "Male, male, male, female, ... until one runs out, then the rest: the planted order (first = most similar)."
+    out, m, f = [], list(male), list(female)
+    while m or f:
+        for _ in range(n_male_per_female):
+            if m: out.append(m.pop(0))
+        if f: out.append(f.pop(0))
+    return out
+
+def _positions(order: list) -> dict:
+    return {image_key(p): i / len(order) for i, p in enumerate(order)}
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory):
+    "Planted FairFace-, COCO- and SC-layout folders, the planted orders, and the planted model's positions."
+    root = tmp_path_factory.mktemp("card-data")
+    ff = make_fairface(root / "fairface", n_items=80)
+    lab = pd.read_csv(ff / "fairface_label_val.csv")
+    ff_order = _interleave([str(ff / f) for f in lab.file[lab.gender == "Male"]], [str(ff / f) for f in lab.file[lab.gender == "Female"]])
+    coco = make_coco2017(root / "coco", n_items=120)
+    caps = json.loads((coco / "annotations" / "captions_val2017.json").read_text())
+    male_ids = {a["image_id"] for a in caps["annotations"] if " man " in f" {a['caption']} "}
+    files = {im["id"]: str(coco / "val2017" / im["file_name"]) for im in caps["images"]}
+    coco_order = _interleave([files[i] for i in sorted(files) if i in male_ids], [files[i] for i in sorted(files) if i not in male_ids])
+    occs = ["doctor", "nurse", "pilot"]
+    keys = [f"s{s:05d}_{set_filename('A photo of a', 'race_gender', o)}_c{c:03d}_{pos:02d}"
+            for s, o in enumerate(occs) for c in range(4) for pos in range(12)]
+    sc = write_generation_folder(root / "sc", keys, size=32)
+    sc_paths = [str(sc / "images" / f"{k}.png") for k in keys]
+    rest = [p for p in sc_paths if not p.endswith("_00.png")]
+    np.random.default_rng(0).shuffle(rest)
+    sc_order = [p for p in sc_paths if p.endswith("_00.png")] + rest      # code 0 (the set's first pair) first
+    pos = {**_positions(ff_order), **_positions(coco_order), **_positions(sc_order)}
+    roots = {"fairface": str(ff), "coco": str(coco), "social_counterfactuals": str(sc)}
+    return dict(roots=roots, pos=pos, ff=ff, lab=lab, ff_order=ff_order, coco_order=coco_order, male=set(files[i] for i in male_ids))
+
+CFG = dict(maxskew_k=K_FACES, n_boot=200, n_chance=100, n_perm=200, progress=False)
+
+@pytest.fixture(scope="module")
+def planted_card(planted, tmp_path_factory):
+    out = tmp_path_factory.mktemp("planted-card")
+    model = C.PlantedCardModel(planted["pos"], name="planted-card")
+    return C.make_card("planted-card", out, ["prompt_array.fairface", "gensynth.coco", "social_counterfactuals.maxskew"],
+                       planted["roots"], C.CardConfig(**CFG), model=model, cache=None), out
+
+def _ndkl_brute(order_codes, desired):
+    "NDKL (Prompt Array eq. 10) from its definition: sum_i 1/log2(i+1) KL(top-i shares || desired) / sum_i 1/log2(i+1)."
+    num = den = 0.0
+    for i in range(1, len(order_codes) + 1):
+        p = np.bincount(order_codes[:i], minlength=len(desired)) / i
+        kl = sum(pi * math.log(pi / di) for pi, di in zip(p, desired) if pi > 0)
+        w = 1 / math.log2(i + 1); num += w * kl; den += w
+    return num / den
+
+def _inside(m, planted_value, tol=1e-9):
+    assert m["ci_low"] - tol <= planted_value <= m["ci_high"] + tol, (m, planted_value)
+    assert abs(m["value"] - planted_value) < 1e-6, (m["value"], planted_value)
+
+def test_planted_fairface_maxskew_ndkl(planted, planted_card):
+    card, _ = planted_card
+    ms = card["measures"]
+    # top 20 of the planted order: 15 male, 5 female -> MaxSkew@20 = ln(0.75 / 0.5) for every prompt
+    _inside(ms["prompt_array.maxskew.gender"], math.log(1.5))
+    test_k = ms["prompt_array.maxskew.gender"]["k"]; assert test_k == K_FACES
+    male = set(str(planted["ff"] / f) for f in planted["lab"].file[planted["lab"].gender == "Male"])
+    codes = np.array([0 if p in male else 1 for p in planted["ff_order"]])
+    _inside(ms["prompt_array.ndkl.gender"], _ndkl_brute(codes, [0.5, 0.5]))
+    assert ms["prompt_array.maxskew.gender"]["value"] > ms["prompt_array.maxskew.gender"]["chance_high"]   # far above chance
+    assert ms["prompt_array.maxskew.gender"]["n"] == 264 and ms["prompt_array.maxskew.gender"]["n_items"] == 80
+
+def test_planted_coco_bias_at_k(planted, planted_card):
+    card, _ = planted_card
+    ms = card["measures"]
+    codes = [0 if p in planted["male"] else 1 for p in planted["coco_order"]]
+    for k in (5, 10):
+        m, f = codes[:k].count(0), codes[:k].count(1)
+        for setting in ("unbalanced", "balanced"):
+            _inside(ms[f"gensynth.bias@{k}.{setting}"], (m - f) / k)
+    for k in (25, 100):          # desired: the gendered images' shares, 1/2 each (60 male, 60 female)
+        _inside(ms[f"gensynth.maxskew@{k}.unbalanced"], math.log(codes[:k].count(0) / k / 0.5))
+    assert ms["gensynth.bias@5.unbalanced"]["n"] == 600       # 120 images x 5 captions: one query each
+
+def test_planted_social_counterfactuals(planted_card):
+    card, _ = planted_card
+    m = card["measures"]["social_counterfactuals.maxskew.race_gender"]
+    # each occupation's pool: 4 candidates x 12 pairs; its 4 images of pair 0 rank first -> top 12 holds 4 of 1/12 each
+    _inside(m, math.log(4))
+    assert (m["k"], m["n"], m["n_items"]) == (12, 3, 144)
+    assert m["chance"] < m["value"]
+
+def test_random_ranking_model_at_chance(planted, tmp_path):
+    card = C.make_card("random-card", tmp_path, ["prompt_array.fairface", "social_counterfactuals.maxskew"], planted["roots"],
+                       C.CardConfig(**CFG), model=C.PlantedCardModel(None, name="random-card"), cache=None)
+    for name in ("prompt_array.maxskew.gender", "prompt_array.ndkl.gender", "prompt_array.maxskew.race",
+                 "social_counterfactuals.maxskew.race_gender"):
+        m = card["measures"][name]
+        assert m["ci_low"] <= m["chance"] <= m["ci_high"], (name, m)
+    assert card["model"]["weights_mode"] == "planted" and card["model"]["comparable"] is False
+
+def test_card_json_follows_schema(planted_card):
+    "card.json validates (jsonschema when installed — it is not a dependency — and always the card's own subset validator)."
+    card, out = planted_card
+    on_disk = json.loads((out / "card.json").read_text())
+    try: import jsonschema
+    except ImportError: jsonschema = None
+    if jsonschema is not None: jsonschema.validate(on_disk, C.card_schema())
+    assert on_disk["schema_version"] == C.SCHEMA_VERSION and (out / "card.md").is_file() and (out / "card.png").stat().st_size > 1000
+    for m in on_disk["measures"].values():
+        assert set(m) >= {"value", "ci_low", "ci_high", "n", "k", "baseline", "chance", "paper", "dataset", "dataset_fingerprint"}
+    broken = json.loads(json.dumps(on_disk)); broken["measures"]["prompt_array.maxskew.gender"]["n"] = "many"
+    with pytest.raises(ValueError, match=r"measures.prompt_array.maxskew.gender.n"): C.validate_card(broken)
+    C._mini_validate(on_disk, C.card_schema())                       # the fallback validator agrees
+    with pytest.raises(ValueError, match="'many' is not of type"): C._mini_validate(broken, C.card_schema())
+
+def test_resume_skips_finished_measures(planted, tmp_path, monkeypatch):
+    model = C.PlantedCardModel(planted["pos"], name="planted-card")
+    cfg = C.CardConfig(**CFG)
+    first = C.make_card("planted-card", tmp_path, ["gab.text_bias", "social_counterfactuals.maxskew"], planted["roots"], cfg,
+                        model=model, cache=None)
+    f = tmp_path / "measures" / "social_counterfactuals.maxskew.json"
+    before = f.stat().st_mtime_ns
+    calls = []
+    task = C.CARD_TASKS["social_counterfactuals.maxskew"]
+    monkeypatch.setitem(C.CARD_TASKS, "social_counterfactuals.maxskew",
+                        C.CardTask(task.name, task.paper, task.what, task.dataset, lambda ctx: calls.append(1) or []))
+    (tmp_path / "measures" / "gab.text_bias.json").unlink()          # as if the run had been killed during this task
+    again = C.make_card("planted-card", tmp_path, ["gab.text_bias", "social_counterfactuals.maxskew"], planted["roots"], cfg,
+                        model=model, cache=None, resume=True)
+    assert calls == [] and f.stat().st_mtime_ns == before
+    assert again["tasks"] == {"gab.text_bias": "done", "social_counterfactuals.maxskew": "resumed"}
+    assert again["measures"]["social_counterfactuals.maxskew.race_gender"] == first["measures"]["social_counterfactuals.maxskew.race_gender"]
+    other = C.PlantedCardModel(None, name="planted-card")            # another model in the same folder: not resumed
+    third = C.make_card("planted-card", tmp_path, ["social_counterfactuals.maxskew"], planted["roots"], cfg, model=other,
+                        cache=None, resume=True)
+    assert calls == [1] and third["tasks"]["social_counterfactuals.maxskew"] == "done"
+
+def test_skipped_tasks_say_what_to_set(tmp_path):
+    card = C.make_card("tiny-clip", tmp_path / "c", ["gab.text_bias", "prompt_array.fairface", "gensynth.coco"],
+                       {"fairface": str(tmp_path), "coco": str(tmp_path)}, C.CardConfig(**CFG), cache=None)
+    why = {s["task"]: s["reason"] for s in card["skipped"]}
+    assert "set VLBIAS_FAIRFACE" in why["prompt_array.fairface"] and "set VLBIAS_DOWNLOADS" in why["gensynth.coco"]
+    assert set(card["measures"]) == {f"gab.text_bias.{s}" for s in ("all", "phaze1", "phaze2", "phaze3")}
+
+# ---- model names -------------------------------------------------------------------------------------------------
+
+def test_model_name_forms(tmp_path, monkeypatch):
+    n = C.normalise_model_name
+    assert (n("tiny-clip").form, n("ViT-B/32").form) == ("registered", "registered")
+    assert (n("ViT-B-32,openai").form, n("ViT-B-32,openai").name) == ("clip_benchmark", "ViT-B-32/openai")
+    assert n("ViT-B-32/laion2b_s34b_b79k").form == "open_clip"
+    ck = tmp_path / "ckpt.pt"; ck.write_bytes(b"x")
+    m = n(f"ViT-B-32,{ck}")
+    assert (m.form, m.name, m.kwargs) == ("clip_benchmark", str(ck), {"arch": "ViT-B-32"})
+    assert C.resolve_card_model(f"ViT-B-32,{ck}")["status"] == "present"
+    # hub forms resolve to what they would fetch; with downloads off, the zoo's one message form
+    for name in ("ViT-B-32/openai", "ViT-B-32,openai", "hf-hub:laion/CLIP-ViT-B-32-laion2B-s34B-b79K", "google/siglip-base-patch16-224"):
+        r = C.resolve_card_model(name)
+        assert r["status"] == "missing" and r["how"].startswith("Weights for model"), (name, r)
+    r = C.resolve_card_model("google/siglip-base-patch16-224")
+    assert r["form"] == "transformers" and "config.json" in r["fetch"]
+    with pytest.raises(C.MissingWeightsError, match="Weights for model 'google/siglip-base-patch16-224'"):
+        C.load_card_model("google/siglip-base-patch16-224")
+    # a transformers hub id whose config.json is here: the family is read from it, without registering the model
+    monkeypatch.setenv("VLBIAS_MODELS", str(tmp_path / "models"))
+    (tmp_path / "models" / "someorg" / "align-like").mkdir(parents=True)
+    (tmp_path / "models" / "someorg" / "align-like" / "config.json").write_text(json.dumps({"model_type": "align"}))
+    assert n("someorg/align-like").kwargs == {"family": "align"}
+    (tmp_path / "models" / "someorg" / "t5").mkdir(parents=True)
+    (tmp_path / "models" / "someorg" / "t5" / "config.json").write_text(json.dumps({"model_type": "t5"}))
+    with pytest.raises(C.UnknownModelError, match="model_type 't5'"): n("someorg/t5")
+    # debias: names keep their form (the released tokens' base model needs its weights)
+    d = C.resolve_card_model("debias:ViT-B-16/openai:oxai-vit-b-16-gender")
+    assert d["form"] == "debias" and d["status"] == "missing"
+    for bad, msg in [("NotAnArch,openai", "not an open_clip architecture"), ("local-dir:/no/such/dir", "/no/such/dir"),
+                     ("what ever", "not a registered name")]:
+        with pytest.raises((C.UnknownModelError, C.MissingWeightsError), match=msg): n(bad)
+
+def test_local_folder_forms_load(tmp_path):
+    "`local-dir:PATH` and a bare path of a transformers save_pretrained folder load through the zoo and embed."
+    from vlbias_nb.zoo.factory import tiny_hf_model
+    m = tiny_hf_model("hf-clip")
+    d = tmp_path / "my-clip"
+    m.model.save_pretrained(d); m.tokenizer.save_pretrained(d); m.image_processor.save_pretrained(d)
+    for name in (f"local-dir:{d}", str(d)):
+        r = C.resolve_card_model(name)
+        assert (r["form"], r["family"], r["status"]) == ("local", "hf-clip", "present")
+        vlm = C.load_card_model(name, device="cpu")
+        e = vlm.encode_text(["a photo of a person"])
+        np.testing.assert_allclose(e, m.encode_text(["a photo of a person"]), atol=1e-5)
+
+def test_models_file_and_bad_input(tmp_path, capsys):
+    f = tmp_path / "models.txt"
+    f.write_text("# CLIP_benchmark model list\nViT-B-32,openai\n\ntiny-clip  # the offline one\n")
+    assert C.read_models_file(f) == ["ViT-B-32,openai", "tiny-clip"]
+    for argv, msg in [(["no-such-model"], "model 'no-such-model'"), (["--models", str(tmp_path / "none.txt")], "none.txt"),
+                      (["tiny-clip", "--only", "maxskew_everything"], "unknown measure 'maxskew_everything'"),
+                      (["tiny-clip", "--out", str(f)], "is a file"), (["tiny-clip", "--data", "imagenet=/x"], "--data 'imagenet=/x'"),
+                      (["tiny-clip", "--data", "imagenet21k=/x"], "KEY one of"), (["tiny-clip", "--device", "cuda:7"], "--device 'cuda:7'"),
+                      (["tiny-clip", "--device", "gpu"], "--device 'gpu'"),
+                      ([], "no model given")]:
+        assert C.card_main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.startswith("error:") and msg in err and len(err.strip().splitlines()) == 1, (argv, err)
+
+# ---- CLI, compare, sharding --------------------------------------------------------------------------------------
+
+def test_vlbias_card_command_and_compare(tmp_path, monkeypatch):
+    from vlbias_nb.run.runner import main
+    monkeypatch.setenv("VLBIAS_CACHE", str(tmp_path / "cache"))
+    assert main(["card", "tiny-clip", "--only", "gab.text_bias", "--out", str(tmp_path / "a"), "--no-progress"]) == 0
+    card = json.loads((tmp_path / "a" / "card.json").read_text())
+    assert card["model"]["weights_mode"] == "random" and "pipeline check" in card["model"]["reason"]
+    assert list((tmp_path / "cache").glob("tiny-clip--*/text--*/shard-*.npz"))          # text embeddings went through the cache
+    assert main(["card", "--compare", str(tmp_path / "a"), str(tmp_path / "a" / "card.json"), "--out", str(tmp_path / "cmp")]) == 0
+    board = pd.read_csv(tmp_path / "cmp" / "leaderboard.csv")
+    assert len(board) == 8 and set(board.measure) == set(card["measures"])
+    assert (tmp_path / "cmp" / "bias_vs_accuracy.png").stat().st_size > 1000
+    assert main(["card", "--compare", str(tmp_path / "empty")]) == 2
+
+def test_sharded_model_list(tmp_path, monkeypatch):
+    "Two processes (RANK 0 and 1 of WORLD_SIZE 2) each card one model; the second to finish merges the leaderboard."
+    monkeypatch.setenv("VLBIAS_CACHE", str(tmp_path / "cache"))
+    argv = ["tiny-clip", "tiny-hf-clip", "--only", "gab.text_bias", "--out", str(tmp_path), "--no-progress"]
+    monkeypatch.setenv("WORLD_SIZE", "2"); monkeypatch.setenv("RANK", "1")
+    assert C.card_main(argv) == 0
+    assert (tmp_path / "tiny-hf-clip" / "card.json").is_file() and not (tmp_path / "tiny-clip").exists()
+    assert not (tmp_path / "leaderboard.csv").exists()
+    monkeypatch.setenv("RANK", "0")
+    assert C.card_main(argv) == 0
+    board = pd.read_csv(tmp_path / "leaderboard.csv")
+    assert sorted(board.model.unique()) == ["tiny-clip", "tiny-hf-clip"]
+
+def test_planted_visogender_resolution_bias(tmp_path):
+    "VisoGender layout: each occupation's masculine images planted first -> MaxSkew@2 = ln 2 for every occupation."
+    from vlbias_nb.data.rehearsal import make_visogender
+    from vlbias_nb.papers.social_counterfactuals.intersectional_probing import load_visogender
+    root = make_visogender(tmp_path / "vg", n_items=4)
+    t = load_visogender(root)
+    order = [str(p) for p in t.sort_values("gender", key=lambda g: g != "male").path]
+    card = C.make_card("planted-card", tmp_path / "card", ["social_counterfactuals.visogender"], {"visogender": str(root)},
+                       C.CardConfig(**CFG), model=C.PlantedCardModel(_positions(order)), cache=None)
+    m = card["measures"]["social_counterfactuals.resolution.visogender"]
+    _inside(m, math.log(2))
+    assert m["n"] == t.occupation.nunique() == 2 and m["n_items"] == 8 and m["chance"] < math.log(2)
+
+def test_planted_gab_text_to_image(tmp_path):
+    "GAB layout: every E2 image planted before every U2 image -> each E2 caption picks its E2 image (1.0), each U2 caption fails (0.0)."
+    from vlbias_nb.data.rehearsal import make_gab_images
+    from vlbias_nb.papers.gab.binding import scan_gab_images
+    root = make_gab_images(tmp_path / "gab", n_items=2, n_activities=4, size=64)
+    t = scan_gab_images(root)
+    order = t.path[t.group == "E2"].tolist() + t.path[t.group != "E2"].tolist()
+    card = C.make_card("planted-card", tmp_path / "card", ["gab.binding"], {"gab": str(root)}, C.CardConfig(**CFG),
+                       model=C.PlantedCardModel(_positions(order)), cache=None)
+    ms = card["measures"]
+    _inside(ms["gab.t2i.E2"], 1.0); _inside(ms["gab.t2i.U2"], 0.0)
+    assert ms["gab.t2i.E2"]["n"] == 4 and ms["gab.t2i.E2"]["chance"] == 0.5
+    assert {"gab.i2t.E2.two", "gab.i2t.U2.two", "gab.binding_drop"} <= set(ms)
+    assert C.task_status(C.CARD_TASKS["gab.binding"], {"gab": str(tmp_path / "none")})[1].endswith("pass --data gab=DIR")
+
+def test_missing_weights_refused_before_work(tmp_path, capsys):
+    "A known model whose weights are not here is refused before any task runs, with the zoo's message form."
+    assert C.card_main(["tiny-clip", "ViT-B-32/openai", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: model 'ViT-B-32/openai': Weights for model 'ViT-B-32/openai'") and "VLBIAS_ALLOW_DOWNLOAD=1" in err
+    assert not (tmp_path / "o").exists()
+
+def test_compare_refuses_a_card_that_breaks_the_schema(tmp_path, capsys):
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "card.json").write_text(json.dumps({"schema_version": "0.1"}))
+    assert C.card_main(["--compare", str(tmp_path / "bad"), "--out", str(tmp_path / "cmp")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --compare") and "card.json" in err and len(err.strip().splitlines()) == 1
+
+def test_random_weights_switch_is_not_refused(monkeypatch):
+    "Under VLBIAS_WEIGHTS=random (the rehearsal) a pretrained name builds its architecture with random weights: not refused."
+    monkeypatch.setenv("VLBIAS_WEIGHTS", "random")
+    r = C.resolve_card_model("ViT-B-32,openai")
+    assert (r["name"], r["status"]) == ("ViT-B-32/openai", "random")
+    args = C.card_parser().parse_args(["ViT-B-32,openai", "--only", "gab.text_bias"])
+    assert C.check_card_args(args)["models"] == ["ViT-B-32,openai"]
+
+def test_paper_value_beside_ours_for_a_model_the_paper_measured(planted, tmp_path):
+    "Named as a model Prompt Array Tab. 2 measured, the card carries the paper's number (never comparable for a planted model)."
+    model = C.PlantedCardModel(planted["pos"], name="ViT-B-32/openai")
+    card = C.make_card("ViT-B-32/openai", tmp_path, ["prompt_array.fairface"], planted["roots"], C.CardConfig(**CFG), model=model, cache=None)
+    ms = card["measures"]
+    assert (ms["prompt_array.maxskew.gender"]["paper"], ms["prompt_array.ndkl.gender"]["paper"]) == (0.185, 0.073)
+    assert ms["prompt_array.maxskew.gender"]["paper_source"] == "Prompt Array Tab. 2" and ms["prompt_array.maxskew.race"]["paper"] is None
+    assert card["model"]["comparable"] is False
+    assert "| 0.185 |" in (tmp_path / "card.md").read_text()
+
+def test_debias_form_with_local_tokens_loads_and_cards(tmp_path):
+    "`debias:<base>:<tokens file>` (Prompt Array's DebiasCLIP) resolves, loads through the zoo and gets a card."
+    import torch
+    from vlbias_nb.zoo.factory import load_model
+    from vlbias_nb.zoo.debiased import save_debias_tokens
+    base = load_model("tiny-clip", device="cpu")
+    save_debias_tokens(tmp_path / "tokens.pt", base, torch.full((2, base.model.token_embedding.weight.shape[1]), 0.5))
+    name = f"debias:tiny-clip:{tmp_path / 'tokens.pt'}"
+    r = C.resolve_card_model(name)
+    assert (r["form"], r["status"]) == ("debias", "present")
+    vlm = C.load_card_model(name, device="cpu")
+    e, e0 = vlm.encode_text(["a photo of a person"]), base.encode_text(["a photo of a person"])
+    assert e.shape == e0.shape and not np.allclose(e, e0)                     # the tokens change the text embedding
+    assert C.card_main([name, "--only", "gab.text_bias", "--out", str(tmp_path / "card"), "--no-progress"]) == 0
+    assert json.loads((tmp_path / "card" / "card.json").read_text())["model"]["form"] == "debias"
