@@ -413,7 +413,6 @@ def prompt_array_fairface(ctx: CardContext) -> list[dict]:
     rows.append(_weat_row(ctx, img, ds.attribute("gender"), f"FairFace val ({len(ds)} faces)", fp))
     return rows
 
-# %% ../../nbs/run/03_card.ipynb #5ab98538
 def _weat_row(ctx: CardContext, img, genders, dataset: str, fp: str) -> dict:
     "Prompt Array App. A/C: mean WEAT effect size over the templates (adjective pairs vs. the two gender image sets)."
     from vlbias_nb.metrics import weat_effect_size, CI
