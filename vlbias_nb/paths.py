@@ -18,7 +18,7 @@ __all__ = ['DATA_ENV', 'INPUT_LOG_ENV', 'DATASET_ENVS', 'GENERATED_ENV', 'ALLOW_
            'stale_part_files', 'default_out_dir', 'save_table', 'save_figure', 'generation_folder', 'offline_env',
            'downloads_allowed', 'download_refusal', 'env_value', 'env_path', 'downloads_dir', 'models_root',
            'embedding_cache_root', 'verify_generated', 'download_policy', 'weights_mode', 'weights_policy',
-           'record_model', 'is_rehearsal_data', 'rehearsal_run', 'rehearsal_data_root', 'record_stage']
+           'append_record', 'record_model', 'is_rehearsal_data', 'rehearsal_run', 'rehearsal_data_root', 'record_stage']
 
 # %% ../nbs/00_paths.ipynb #9d5b375b
 DATA_ENV = "VLBIAS_DATA"
@@ -361,14 +361,20 @@ def weights_policy(mode: str, # one of `WEIGHTS_MODES`; what `weights_mode()` an
         if saved is None: os.environ.pop(WEIGHTS_ENV, None)
         else: os.environ[WEIGHTS_ENV] = saved
 
-def record_model(record: dict, # one built model: JSON-able (registry name, architecture, parameter count, substitution)
-                ):
-    "Append `record` as one JSON line to the run's model log `$VLBIAS_MODEL_LOG`; a no-op when it is unset."
-    log = os.environ.get(MODEL_LOG_ENV)
+def append_record(var: str, # the environment variable naming the log (set by the runner)
+                  record: dict, # JSON-able
+                 ):
+    "Append `record` as one JSON line to the log file `$var`; a no-op when it is unset."
+    log = os.environ.get(var)
     if not log: return
     try:
         with open(log, "a", encoding="utf-8") as f: f.write(json.dumps(record, sort_keys=True, default=str) + "\n")
     except OSError: pass                                # the log is a record, never a reason for a run to fail
+
+def record_model(record: dict, # one built model: JSON-able (registry name, architecture, parameter count, substitution)
+                ):
+    "Append `record` as one JSON line to the run's model log `$VLBIAS_MODEL_LOG`; a no-op when it is unset."
+    append_record(MODEL_LOG_ENV, record)
 
 # %% ../nbs/00_paths.ipynb #fb67722f
 REHEARSAL_MARKER = ".vlbias-rehearsal-data"   # the file `data.rehearsal.make_rehearsal_data` leaves at the root it writes
@@ -398,8 +404,4 @@ STAGE_LOG_ENV = "VLBIAS_STAGE_LOG"
 def record_stage(record: dict, # one timed stage: JSON-able (stage, items, seconds, items/s, peak memory)
                 ):
     "Append `record` as one JSON line to the run's stage log `$VLBIAS_STAGE_LOG`; a no-op when it is unset."
-    log = os.environ.get(STAGE_LOG_ENV)
-    if not log: return
-    try:
-        with open(log, "a", encoding="utf-8") as f: f.write(json.dumps(record, sort_keys=True, default=str) + "\n")
-    except OSError: pass                                # the log is a record, never a reason for a run to fail
+    append_record(STAGE_LOG_ENV, record)

@@ -383,16 +383,20 @@ def gab_binding(ctx: CardContext) -> list[dict]:
     return rows
 
 # %% ../../nbs/run/03_card.ipynb #f3ce56af
+def _fairface_val(ctx: CardContext):
+    "FairFace val of the card's data: (config, data set, its fingerprint, the model's image embeddings of it)."
+    from vlbias_nb.data.faces import load_fairface, face_images
+    root = ctx.root("fairface")
+    ds = load_fairface("val", root)
+    fp = dataset_fingerprint(root, ["fairface_label_val.csv"], "**/val/*")
+    return ctx.config, ds, fp, ctx.image_embeddings("fairface", face_images(ds))
+
 def prompt_array_fairface(ctx: CardContext) -> list[dict]:
     "Prompt Array Tab. 2: MaxSkew@k and NDKL of the Tab. 1 prompts over FairFace val, for gender, race and age."
-    from vlbias_nb.data.faces import load_fairface, face_images
     from vlbias_nb.metrics import CI
     from vlbias_nb.papers.prompt_array.prompts import test_prompts
     from vlbias_nb.papers.prompt_array.evaluation import prompt_bias, aggregate_bias, bias_ci, random_ranking_bias
-    cfg, root = ctx.config, ctx.root("fairface")
-    ds = load_fairface("val", root)
-    fp = dataset_fingerprint(root, ["fairface_label_val.csv"], "**/val/*")
-    img = ctx.image_embeddings("fairface", face_images(ds))
+    cfg, ds, fp, img = _fairface_val(ctx)
     prompts = test_prompts()
     T = ctx.encode_text(prompts.prompt)
     k, rows = min(cfg.maxskew_k, len(ds)), []
@@ -487,13 +491,10 @@ def social_counterfactuals_maxskew(ctx: CardContext) -> list[dict]:
 # %% ../../nbs/run/03_card.ipynb #2d9c2db8
 def prompt_array_harmful(ctx: CardContext) -> list[dict]:
     "Prompt Array App. G, Tab. 6: share of FairFace val faces zero-shot classified into a harmful category."
-    from vlbias_nb.data.faces import load_fairface, face_images, FAIRFACE_RACES
+    from vlbias_nb.data.faces import FAIRFACE_RACES
     from vlbias_nb.methods.zero_shot import zero_shot_classifier
     from vlbias_nb.papers.prompt_array.evaluation import harmful_class_set, PROMPT_ARRAY_TEMPLATE
-    cfg, root = ctx.config, ctx.root("fairface")
-    ds = load_fairface("val", root)
-    fp = dataset_fingerprint(root, ["fairface_label_val.csv"], "**/val/*")
-    img = ctx.image_embeddings("fairface", face_images(ds))
+    cfg, ds, fp, img = _fairface_val(ctx)
     names, harm = harmful_class_set(FAIRFACE_RACES)
     pred = zero_shot_classifier(_TextOnly(ctx), names, [PROMPT_ARRAY_TEMPLATE]).predict_names(img)
     eth = ds.attribute("race")
