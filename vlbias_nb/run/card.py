@@ -1032,9 +1032,12 @@ def card_page_markdown(card: dict, slug: str) -> str:
 
 # %% ../../nbs/run/03_card.ipynb #bfe17fb3
 def _site_lock(root: Path):
-    "The lock `vlbias run --publish` holds while it writes the site (`run.runner.output_lock` of `figures/`)."
-    from vlbias_nb.run.runner import output_lock                   # run.runner imports this module lazily: no cycle
-    return output_lock(root / "figures", say=lambda s: print(s, file=sys.stderr))
+    """The lock of the site's files: the lock file `run.runner.output_lock` takes for `figures/` (`.locks/figures.lock`),
+    so a card's publish and `vlbias run --publish` never write the navigation at once (`run.runner` imports this module,
+    so it is not imported here)."""
+    from filelock import FileLock
+    (root / ".locks").mkdir(parents=True, exist_ok=True)
+    return FileLock(str(root / ".locks" / "figures.lock"))
 
 def _public_card(card: dict) -> dict:
     "`card` with machine paths replaced as on the analysis pages (`run.site.path_replacements`)."
