@@ -1015,8 +1015,8 @@ def card_provenance(card: dict) -> str:
     line = (f"**This card** comes from `vlbias card {m['given']} --publish`: weights *{m['weights_mode']}* (fingerprint "
             f"`{m['weights_fingerprint']}`, architecture {m['architecture']}), on {dev}, {where}, vlbias-nb {env['vlbias_nb']}, "
             f"{str(card.get('created', '?'))[:16].replace('T', ' ')} UTC.")
-    if m["weights_mode"] == "random": line += f" Its numbers are **pipeline checks, not results** ({m['reason']})."
-    elif m["weights_mode"] == "planted": line += f" Its numbers are **method validation, not results** ({m['reason']})."
+    if m["weights_mode"] == "random": line += " Its numbers are **pipeline checks, not results**: the weights are random (a tiny or rehearsal model), not trained."
+    elif m["weights_mode"] == "planted": line += " Its numbers are **method validation, not results**: a planted test model whose answers are known."
     return line
 
 def card_page_markdown(card: dict, slug: str) -> str:
@@ -1027,7 +1027,7 @@ def card_page_markdown(card: dict, slug: str) -> str:
              "---", ""]
     body = ["::: {.callout-note appearance=\"simple\"}", card_provenance(card), ":::", ""]
     body += card_table_lines(card) + ["", f"![each measure against its chance level (grey), our value and 95 % interval (black), the paper's value (red ×)]({slug}/card.png)", "",
-                                      f"The card's numbers: [`card.json`]({slug}/card.json) (schema `{CARD_SCHEMA}`).", ""]
+                                      f"The card's numbers: [`card.json`]({slug}/card.json) (schema `vlbias_nb/resources/{CARD_SCHEMA}`).", ""]
     return "\n".join(front + body + card_skipped_lines(card)) + "\n"
 
 # %% ../../nbs/run/03_card.ipynb #bfe17fb3
