@@ -1,7 +1,7 @@
 """`vlbias card` (vlbias_nb.run.card, issue 24): planted biases recovered inside their intervals on planted FairFace-,
 COCO- and SocialCounterfactuals-layout folders; a random-ranking model at the chance level; every model-name form
 resolves offline; --resume skips finished measures; card.json follows its schema; sharding by RANK / WORLD_SIZE."""
-import json, math
+import json, math, re
 from pathlib import Path
 import numpy as np
 import pandas as pd
@@ -325,3 +325,65 @@ def test_debias_form_with_local_tokens_loads_and_cards(tmp_path):
     assert e.shape == e0.shape and not np.allclose(e, e0)                     # the tokens change the text embedding
     assert C.card_main([name, "--only", "gab.text_bias", "--out", str(tmp_path / "card"), "--no-progress"]) == 0
     assert json.loads((tmp_path / "card" / "card.json").read_text())["model"]["form"] == "debias"
+
+# ---- --publish: the site's card pages ----------------------------------------------------------------------------
+
+def _fake_checkout(tmp_path, monkeypatch):
+    "A temporary checkout (nbs/ only) that --publish writes to instead of this repository's site."
+    root = tmp_path / "checkout"; (root / "nbs").mkdir(parents=True)
+    monkeypatch.setattr(C, "project_root", lambda: root)
+    monkeypatch.setenv("VLBIAS_CACHE", str(tmp_path / "cache"))
+    return root
+
+def test_publish_tiny_card_writes_its_page_and_the_sidebar_lists_it(tmp_path, monkeypatch, capsys):
+    import yaml
+    from vlbias_nb.paths import project_root
+    from vlbias_nb.run.site import absolute_paths
+    real_cards = project_root() / "nbs" / "cards"
+    before = sorted(real_cards.rglob("*")) if real_cards.exists() else None
+    root = _fake_checkout(tmp_path, monkeypatch)
+    argv = ["tiny-clip", "--only", "gab.text_bias", "--out", str(tmp_path / "a"), "--no-progress", "--publish"]
+    assert C.card_main(argv) == 0, capsys.readouterr().err
+    cards = root / "nbs" / "cards"
+    page = (cards / "tiny-clip.md").read_text()
+    assert page.startswith('---\ntitle: "Card: tiny-clip"\n')
+    assert "weights *random*" in page and "**pipeline checks, not results**" in page and "no git commit" in page
+    card = json.loads((tmp_path / "a" / "card.json").read_text())
+    v = card["measures"]["gab.text_bias.all"]["value"]
+    assert f"| `gab.text_bias.all` | {v:.3g} |" in page                          # the card's table, its numbers
+    assert "](tiny-clip/card.png)" in page and (cards / "tiny-clip" / "card.png").read_bytes() == (tmp_path / "a" / "card.png").read_bytes()
+    assert not absolute_paths(page) and not absolute_paths((cards / "tiny-clip" / "card.json").read_text())
+    side = yaml.safe_load((root / "nbs" / "sidebar.yml").read_text())["website"]["sidebar"]["contents"]
+    assert [e.get("section") or e.get("text") for e in side] == ["Results ledger", "Analyses", "Model cards", "Library reference"]
+    assert side[2]["contents"] == ["cards/tiny-clip.md"]
+    # the leaderboard of the published cards: first in the section, the card linked
+    assert C.card_main(["--compare", str(cards), "--out", str(tmp_path / "cmp"), "--publish"]) == 0
+    board = (cards / "leaderboard.md").read_text()
+    assert f"| [tiny-clip](tiny-clip.md) | random | {v:.3g} |" in board and "pipeline checks, not results" in board
+    assert (cards / "leaderboard" / "bias_vs_accuracy.png").stat().st_size > 1000
+    side = yaml.safe_load((root / "nbs" / "sidebar.yml").read_text())["website"]["sidebar"]["contents"]
+    assert side[2]["contents"] == ["cards/leaderboard.md", "cards/tiny-clip.md"]
+    assert not [p for p in cards.rglob("*") if p.name.endswith(".part")]          # no temporary file left
+    assert (sorted(real_cards.rglob("*")) if real_cards.exists() else None) == before   # this repository's site untouched
+
+def test_published_card_page_and_figure_reach_the_processed_site(tmp_path, monkeypatch):
+    "nbdev's doc processing (what Quarto renders) carries the page and the figure it references, at the same relative place."
+    import shutil
+    from vlbias_nb.paths import project_root
+    from vlbias_nb.run.site import process_docs
+    root = _fake_checkout(tmp_path, monkeypatch)
+    for f in ("settings.ini", "_quarto.yml"): shutil.copy(project_root() / f, root / f)
+    assert C.card_main(["tiny-clip", "--only", "gab.text_bias", "--out", str(tmp_path / "a"), "--no-progress", "--publish"]) == 0
+    proc = process_docs(tmp_path / "site", root, n_workers=1)
+    page = (proc / "cards" / "tiny-clip.md").read_text()
+    figure = re.search(r"!\[[^\]]*\]\(([^)]+)\)", page).group(1)
+    assert (proc / "cards" / figure).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+def test_publish_refused_outside_a_checkout(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(C, "in_checkout", lambda: False)
+    for argv in (["tiny-clip", "--only", "gab.text_bias", "--out", str(tmp_path / "a"), "--publish"],
+                 ["--compare", str(tmp_path), "--publish"]):
+        assert C.card_main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: --publish writes the site's pages") and "checkout" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "a").exists()                                         # refused before any work

@@ -105,12 +105,14 @@ def test_analyses_declare_paper_and_are_not_executed_by_nbdev():
         assert fm.get("paper") in set(papers().paper_name), nb.name
         assert fm.get("skip_exec") is True and fm.get("skip_showdoc") is True, nb.name
 
-def test_navigation_lists_results_then_analyses_by_paper_then_library():
+def test_navigation_lists_results_then_analyses_by_paper_then_model_cards_then_library():
     committed = (ROOT / "nbs" / "sidebar.yml").read_text(encoding="utf-8")
     import yaml
     assert yaml.safe_load(committed) == site_navigation(), "nbs/sidebar.yml is stale: run vlbias_nb.run.site.write_navigation()"
     side = site_navigation()["website"]["sidebar"]["contents"]
-    assert side[0]["href"] == "index.ipynb" and side[1]["section"] == "Analyses" and side[2]["section"] == "Library reference"
+    cards = sorted((ROOT / "nbs" / "cards").glob("*.md"))                        # pages of `vlbias card --publish`, if any
+    assert side[0]["href"] == "index.ipynb" and [e["section"] for e in side[1:]] == \
+        ["Analyses", *(["Model cards"] if cards else []), "Library reference"]
     assert sum(len(s["contents"]) for s in side[1]["contents"]) == len(ANALYSES)
     cfg = (ROOT / "settings.ini").read_text()
     assert re.search(r"^custom_sidebar\s*=\s*True", cfg, re.M)

@@ -13,7 +13,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 from ..paths import (MissingDataError, DATASET_ENVS, GENERATED_ENV, DOWNLOADS_ENV, dataset_folder, data_root,
                              downloads_dir, downloads_allowed, write_json_atomic, write_text_atomic, weights_mode, project_root,
-                             env_path)
+                             env_path, in_checkout)
 from ..resources import read_resource_csv, read_resource_json, resource_path
 from ..seeds import derive_seed
 from ..metrics import bootstrap_ci, random_ranking_level
@@ -24,16 +24,18 @@ from ..methods.embedding_cache import EmbeddingCache, image_key, json_digest
 
 # %% auto #0
 __all__ = ['CARD_FORMS', 'CARD_DATASETS', 'MEASURE_FIELDS', 'SC_KEY', 'CARD_TASKS', 'NOT_YET_TASKS', 'SCHEMA_VERSION',
-           'CARD_SCHEMA', 'CARD_PACKAGES', 'ModelName', 'normalise_model_name', 'resolve_card_model', 'load_card_model',
-           'PlantedCardModel', 'CardTask', 'CardDataset', 'dataset_root', 'dataset_fingerprint', 'CardConfig',
-           'CardContext', 'measure_row', 'paper_model_name', 'paper_number', 'gab_text_bias', 'gab_binding',
-           'prompt_array_fairface', 'read_social_counterfactuals', 'social_counterfactuals_maxskew',
-           'prompt_array_harmful', 'visogender_bias', 'pata_bias', 'gensynth_coco', 'zero_shot_cifar',
-           'zero_shot_imagenet', 'flickr30k_recall', 'coco_recall', 'task_status', 'model_record', 'environment_record',
-           'run_tasks', 'card_schema', 'validate_card', 'build_card', 'card_figure', 'card_markdown',
-           'write_card_outputs', 'make_card', 'find_cards', 'leaderboard', 'bias_accuracy_figure', 'compare_cards',
-           'process_rank', 'shard_models', 'CardInputError', 'card_parser', 'read_models_file', 'check_card_args',
-           'torch_cuda_count', 'card_main']
+           'CARD_SCHEMA', 'CARD_PACKAGES', 'SITE_CARDS', 'RESERVED_CARD_PAGES', 'ModelName', 'normalise_model_name',
+           'resolve_card_model', 'load_card_model', 'PlantedCardModel', 'CardTask', 'CardDataset', 'dataset_root',
+           'dataset_fingerprint', 'CardConfig', 'CardContext', 'measure_row', 'paper_model_name', 'paper_number',
+           'gab_text_bias', 'gab_binding', 'prompt_array_fairface', 'read_social_counterfactuals',
+           'social_counterfactuals_maxskew', 'prompt_array_harmful', 'visogender_bias', 'pata_bias', 'gensynth_coco',
+           'zero_shot_cifar', 'zero_shot_imagenet', 'flickr30k_recall', 'coco_recall', 'task_status', 'model_record',
+           'environment_record', 'run_tasks', 'card_schema', 'validate_card', 'build_card', 'card_figure',
+           'card_table_lines', 'card_skipped_lines', 'card_markdown', 'write_card_outputs', 'make_card',
+           'CardInputError', 'find_cards', 'leaderboard', 'bias_accuracy_figure', 'compare_cards', 'card_slug',
+           'card_provenance', 'card_page_markdown', 'publish_card', 'leaderboard_page_markdown', 'publish_leaderboard',
+           'process_rank', 'shard_models', 'card_parser', 'read_models_file', 'check_card_args', 'torch_cuda_count',
+           'card_main']
 
 # %% ../../nbs/run/03_card.ipynb #d078d2d1
 @dataclass(frozen=True)
@@ -858,6 +860,23 @@ def card_figure(card: dict):
     fig.tight_layout()
     return fig
 
+def card_table_lines(card: dict) -> list[str]:
+    "The card's table of measures (Markdown lines): value, interval, n, k, chance level and band, paper, data set."
+    g = lambda v: "" if v is None else f"{v:.3g}"
+    rows = ["| measure | value | 95 % CI | n | k | chance (95 % of random) | paper | data set |", "|---|---:|---|---:|---:|---|---:|---|"]
+    for n, r in card["measures"].items():
+        ch = f"{g(r['chance'])} ({g(r['chance_low'])}–{g(r['chance_high'])})" if r.get("chance_low") is not None else g(r.get("chance"))
+        rows.append(f"| `{n}` | {g(r['value'])} | {g(r['ci_low'])}–{g(r['ci_high'])} | {r['n']} | {'' if r['k'] is None else r['k']} | "
+                    f"{ch} | {g(r['paper'])} | {r['dataset']} |")
+    return rows
+
+def card_skipped_lines(card: dict) -> list[str]:
+    "What the card did not compute (Markdown lines): tasks skipped here and why, tasks the card does not have yet."
+    out = []
+    if card["skipped"]: out += ["Not run here:", ""] + [f"- `{s['task']}`: {s['reason']}" for s in card["skipped"]] + [""]
+    if card["not_implemented"]: out += ["Not computed by the card yet:", ""] + [f"- `{k}`: {v}" for k, v in card["not_implemented"].items()]
+    return out
+
 def card_markdown(card: dict, figure: str = "card.png") -> str:
     "`card.md`: the model, the honesty note, the table of measures, the figure and what was skipped."
     m = card["model"]
@@ -866,16 +885,8 @@ def card_markdown(card: dict, figure: str = "card.png") -> str:
             f" (fingerprint `{m['weights_fingerprint']}`); vlbias-nb {card['environment']['vlbias_nb']}, commit "
             f"`{card['environment']['git_commit']}`; device {card['environment']['device']['used']}.", ""]
     if not m["comparable"]: head += [f"**Not a result**: {m['reason']}.", ""]
-    g = lambda v: "" if v is None else f"{v:.3g}"
-    rows = ["| measure | value | 95 % CI | n | k | chance (95 % of random) | paper | data set |", "|---|---:|---|---:|---:|---|---:|---|"]
-    for n, r in card["measures"].items():
-        ch = f"{g(r['chance'])} ({g(r['chance_low'])}–{g(r['chance_high'])})" if r.get("chance_low") is not None else g(r.get("chance"))
-        rows.append(f"| `{n}` | {g(r['value'])} | {g(r['ci_low'])}–{g(r['ci_high'])} | {r['n']} | {'' if r['k'] is None else r['k']} | "
-                    f"{ch} | {g(r['paper'])} | {r['dataset']} |")
-    tail = ["", f"![each measure against its chance level]({figure})", ""]
-    if card["skipped"]: tail += ["Not run here:", ""] + [f"- `{s['task']}`: {s['reason']}" for s in card["skipped"]] + [""]
-    if card["not_implemented"]: tail += ["Not computed by the card yet:", ""] + [f"- `{k}`: {v}" for k, v in card["not_implemented"].items()]
-    return "\n".join(head + rows + tail) + "\n"
+    tail = ["", f"![each measure against its chance level]({figure})", ""] + card_skipped_lines(card)
+    return "\n".join(head + card_table_lines(card) + tail) + "\n"
 
 # %% ../../nbs/run/03_card.ipynb #20560c1e
 def write_card_outputs(card: dict, out_dir) -> dict:
@@ -914,6 +925,9 @@ def make_card(given: str, # the model name, any form (`normalise_model_name`)
     return card
 
 # %% ../../nbs/run/03_card.ipynb #30d6ec81
+class CardInputError(ValueError):
+    "A bad argument of `vlbias card`: the message names it."
+
 def find_cards(sources: Sequence) -> list[Path]:
     "The `card.json` files of `sources` (files, card folders or folders of card folders); raises naming a source with none."
     out = []
@@ -937,7 +951,7 @@ def leaderboard(cards: Sequence[dict]) -> pd.DataFrame:
 # %% ../../nbs/run/03_card.ipynb #785d7fbd
 def _md_table(df: pd.DataFrame) -> str:
     "A Markdown table of `df` (numbers to 3 significant digits)."
-    cell = lambda v: f"{v:.3g}" if isinstance(v, float) else str(v)
+    cell = lambda v: ("" if math.isnan(v) else f"{v:.3g}") if isinstance(v, float) else str(v)
     return "\n".join(["| " + " | ".join(map(str, df.columns)) + " |", "|" + "---|" * len(df.columns)]
                      + ["| " + " | ".join(cell(v) for v in r) + " |" for r in df.itertuples(index=False)])
 
@@ -981,6 +995,120 @@ def compare_cards(sources: Sequence, out_dir) -> dict:
                       + note + "\n![bias against accuracy](bias_vs_accuracy.png)\n")
     return dict(board=board, wide=wide, paths=[out_dir / n for n in ("leaderboard.csv", "leaderboard_wide.csv", "leaderboard.md", "bias_vs_accuracy.png")])
 
+# %% ../../nbs/run/03_card.ipynb #cec8b6c9
+SITE_CARDS = ("nbs", "cards")                     # the card pages, under the checkout
+RESERVED_CARD_PAGES = ("leaderboard", "index")
+
+def card_slug(name: str) -> str:
+    "The file name (without suffix) of model `name`'s page on the site: filesystem- and URL-safe, stable, one per name."
+    s = re.sub(r"[^a-z0-9._-]+", "-", str(name).lower()).strip("-._")[:80].strip("-._")
+    if s != name or s in RESERVED_CARD_PAGES: s = (s or "model") + "-" + hashlib.sha256(str(name).encode()).hexdigest()[:8]
+    return s
+
+# %% ../../nbs/run/03_card.ipynb #643e8289
+def card_provenance(card: dict) -> str:
+    "One line: the command, weights, device and commit that produced `card`, and what its numbers are when the weights are not pretrained."
+    m, env = card["model"], card["environment"]
+    dev = env["device"].get("gpu") or env["device"].get("used") or "?"
+    commit = env.get("git_commit")
+    where = (f"commit `{commit[:7]}`" + (" with uncommitted changes" if env.get("git_dirty") else "")) if commit else "no git commit"
+    line = (f"**This card** comes from `vlbias card {m['given']} --publish`: weights *{m['weights_mode']}* (fingerprint "
+            f"`{m['weights_fingerprint']}`, architecture {m['architecture']}), on {dev}, {where}, vlbias-nb {env['vlbias_nb']}, "
+            f"{str(card.get('created', '?'))[:16].replace('T', ' ')} UTC.")
+    if m["weights_mode"] == "random": line += " Its numbers are **pipeline checks, not results**: the weights are random (a tiny or rehearsal model), not trained."
+    elif m["weights_mode"] == "planted": line += " Its numbers are **method validation, not results**: a planted test model whose answers are known."
+    return line
+
+def card_page_markdown(card: dict, slug: str) -> str:
+    "The site page of `card` (`nbs/cards/<slug>.md`): front matter, provenance, table, figure, what was not run."
+    m = card["model"]
+    front = ["---", f"title: {json.dumps('Card: ' + m['name'])}",
+             f"description: {json.dumps('Social-bias measures of ' + m['name'] + ' across the five papers, each beside its interval and chance level.')}",
+             "---", ""]
+    body = ["::: {.callout-note appearance=\"simple\"}", card_provenance(card), ":::", ""]
+    body += card_table_lines(card) + ["", f"![each measure against its chance level (grey), our value and 95 % interval (black), the paper's value (red ×)]({slug}/card.png)", "",
+                                      f"The card's numbers: [`card.json`]({slug}/card.json) (schema `vlbias_nb/resources/{CARD_SCHEMA}`).", ""]
+    return "\n".join(front + body + card_skipped_lines(card)) + "\n"
+
+# %% ../../nbs/run/03_card.ipynb #bfe17fb3
+def _site_lock(root: Path):
+    """The lock of the site's files: the lock file `run.runner.output_lock` takes for `figures/` (`.locks/figures.lock`),
+    so a card's publish and `vlbias run --publish` never write the navigation at once (`run.runner` imports this module,
+    so it is not imported here)."""
+    from filelock import FileLock
+    (root / ".locks").mkdir(parents=True, exist_ok=True)
+    return FileLock(str(root / ".locks" / "figures.lock"))
+
+def _public_card(card: dict) -> dict:
+    "`card` with machine paths replaced as on the analysis pages (`run.site.path_replacements`)."
+    from vlbias_nb.run.site import path_replacements, scrub_paths
+    return json.loads(scrub_paths(json.dumps(card, default=str), path_replacements()))
+
+def publish_card(card_dir, # a card's folder (holding card.json and card.png), as `make_card` wrote it
+                 root=None, # the checkout (default: this one)
+                ) -> dict:
+    "Publish the card of `card_dir` on the site of `root` (see above) and rewrite the navigation; returns the written paths."
+    from vlbias_nb.run.site import site_navigation, write_navigation
+    from vlbias_nb.paths import atomic_path
+    import shutil
+    root, card_dir = Path(root) if root is not None else project_root(), Path(card_dir)
+    src, png = card_dir / "card.json", card_dir / "card.png"
+    for f in (src, png):
+        if not f.is_file(): raise CardInputError(f"{card_dir}: no {f.name} to publish (make the card first: vlbias card MODEL --out {card_dir}).")
+    try: card = _public_card(validate_card(json.loads(src.read_text())))
+    except ValueError as e: raise CardInputError(f"{src}: {str(e).splitlines()[0]}") from None
+    cards = root.joinpath(*SITE_CARDS)
+    slug = card_slug(card["model"]["name"])
+    page = card_page_markdown(card, slug)                           # computed before anything is written
+    site_navigation(root / "nbs")                                   # and the navigation can be made (else nothing is written)
+    with _site_lock(root):
+        with atomic_path(cards / slug / "card.png") as t: shutil.copyfile(png, t)
+        write_json_atomic(cards / slug / "card.json", card)
+        write_text_atomic(cards / f"{slug}.md", page)
+        nav = write_navigation(root / "nbs")
+    return dict(page=cards / f"{slug}.md", figure=cards / slug / "card.png", json=cards / slug / "card.json", navigation=nav)
+
+# %% ../../nbs/run/03_card.ipynb #ab86a7d8
+def leaderboard_page_markdown(board: pd.DataFrame, wide: pd.DataFrame, pages: dict | None = None) -> str:
+    "The site's leaderboard page: one row per model (its weights, linked to its card page when `pages[model]` names one), the plot, the CSVs."
+    pages = pages or {}
+    modes = board.drop_duplicates("model").set_index("model").weights_mode
+    t = wide.reset_index()
+    t.insert(1, "weights", [modes.get(m, "") for m in t.model])
+    t["model"] = [f"[{m}]({pages[m]})" if m in pages else m for m in t.model]
+    checks = [m for m, w in modes.items() if w != "pretrained"]
+    front = ["---", 'title: "Model cards: leaderboard"',
+             'description: "Every compared model\'s measures side by side, and bias against zero-shot capability."', "---", ""]
+    note = ["::: {.callout-note appearance=\"simple\"}",
+            f"**This leaderboard** comes from `vlbias card --compare … --publish` on {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC, "
+            f"over {len(modes)} card(s); each card's page names the weights, device and commit that produced it."
+            + (f" The rows of {', '.join(f'`{m}`' for m in checks)} (random or planted weights) are **pipeline checks, not results**." if checks else ""),
+            ":::", ""]
+    body = [_md_table(t), "", "![each model's bias measure against its mean zero-shot capability (dotted: chance)](leaderboard/bias_vs_accuracy.png)", "",
+            "The tables: [one row per model and measure](leaderboard/leaderboard.csv), [one row per model](leaderboard/leaderboard_wide.csv).", ""]
+    return "\n".join(front + note + body)
+
+def publish_leaderboard(compared: dict, # what `compare_cards` returned (its `board`, `wide` and `paths`)
+                        root=None, # the checkout (default: this one)
+                       ) -> dict:
+    "Publish a leaderboard on the site of `root`: `nbs/cards/leaderboard.md` and `leaderboard/` (see above); rewrites the navigation."
+    from vlbias_nb.run.site import site_navigation, write_navigation
+    from vlbias_nb.paths import atomic_path
+    import shutil
+    root = Path(root) if root is not None else project_root()
+    cards = root.joinpath(*SITE_CARDS)
+    board = compared["board"].copy()
+    files = {p.name: p for p in compared["paths"]}
+    pages = {m: f"{card_slug(m)}.md" for m in board.model.unique() if (cards / f"{card_slug(m)}.md").is_file()}
+    page = leaderboard_page_markdown(board, compared["wide"], pages)
+    site_navigation(root / "nbs")
+    with _site_lock(root):
+        for n in ("bias_vs_accuracy.png", "leaderboard.csv", "leaderboard_wide.csv"):
+            with atomic_path(cards / "leaderboard" / n) as t: shutil.copyfile(files[n], t)
+        write_text_atomic(cards / "leaderboard.md", page)
+        nav = write_navigation(root / "nbs")
+    return dict(page=cards / "leaderboard.md", figure=cards / "leaderboard" / "bias_vs_accuracy.png", navigation=nav)
+
 # %% ../../nbs/run/03_card.ipynb #d7935fca
 def process_rank() -> tuple[int, int]:
     "`(rank, world size)` of this process from `RANK` / `WORLD_SIZE` (accelerate launch, torchrun); (0, 1) alone."
@@ -994,9 +1122,6 @@ def shard_models(models: Sequence[str], rank: int, world: int) -> list[str]:
     return list(models)[rank::world]
 
 # %% ../../nbs/run/03_card.ipynb #43fc119e
-class CardInputError(ValueError):
-    "A bad argument of `vlbias card`: the message names it."
-
 def card_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="vlbias card", description="A model's social-bias card across the five papers' measures.")
     ap.add_argument("models", nargs="*", metavar="MODEL", help="model names (open_clip ARCH/TAG, ARCH,TAG, hf-hub:..., hub id, local-dir:PATH, debias:...)")
@@ -1010,6 +1135,8 @@ def card_parser() -> argparse.ArgumentParser:
                     help=f"a data set's folder, one per --data ({', '.join(CARD_DATASETS)})")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--compare", nargs="+", metavar="DIR_OR_JSON", help="compare existing cards: leaderboard and bias-against-accuracy plot")
+    ap.add_argument("--publish", action="store_true",
+                    help="also publish the card(s) / the leaderboard as pages of the site (nbs/cards/; in a checkout only)")
     ap.add_argument("--no-progress", action="store_true")
     return ap
 
@@ -1025,6 +1152,9 @@ def read_models_file(path) -> list[str]:
 # %% ../../nbs/run/03_card.ipynb #1b4416a1
 def check_card_args(args) -> dict:
     "Validate every argument before work starts; returns `{models, roots, out, only}`. Raises `CardInputError` naming the input."
+    if getattr(args, "publish", False) and not in_checkout():
+        raise CardInputError("--publish writes the site's pages (nbs/cards/) of a checkout of vlbias-nb; this is an installed "
+                             "copy: clone the repository to publish, or run without --publish.")
     out = Path(args.out).expanduser() if args.out else None
     if out is not None and out.exists() and not out.is_dir(): raise CardInputError(f"--out {args.out!r} is a file, not a folder.")
     if args.compare:
@@ -1063,13 +1193,16 @@ def _card_dir(out: Path | None, model: str, several: bool) -> Path:
 
 def card_main(argv: Sequence[str] | None = None) -> int:
     "`vlbias card`: exit 0 done, 2 bad input (one message naming it), 3 environment, 130 interrupted."
+    from vlbias_nb.run.site import PublishError
     args = card_parser().parse_args(argv)
     say = lambda s: print(s, file=sys.stderr)
     try:
         a = check_card_args(args)
         if args.compare:
             res = compare_cards(args.compare, a["out"])
-            print(f"leaderboard of {res['board'].model.nunique()} model(s): {res['paths'][0]}"); return 0
+            print(f"leaderboard of {res['board'].model.nunique()} model(s): {res['paths'][0]}")
+            if args.publish: print(f"published: {publish_leaderboard(res)['page']}")
+            return 0
         rank, world = process_rank()
         device = args.device
         if world > 1 and device == "auto" and torch_cuda_count() > 1:      # one GPU per process under accelerate launch
@@ -1080,13 +1213,16 @@ def card_main(argv: Sequence[str] | None = None) -> int:
             d = _card_dir(a["out"], m, several)
             card = make_card(m, d, a["only"], a["roots"], cfg, device, args.resume)
             print(f"{m}: {len(card['measures'])} measure(s), {len(card['skipped'])} task(s) skipped -> {d / 'card.json'}")
+            if args.publish: print(f"published: {publish_card(d)['page']}")
         if several:
             dirs = [_card_dir(a["out"], m, True) for m in a["models"]]
             if all((d / "card.json").is_file() for d in dirs):          # the last process to finish merges
                 res = compare_cards(dirs, a["out"] or project_root() / "runs" / "card")
                 print(f"leaderboard: {res['paths'][0]}")
+                if args.publish: print(f"published: {publish_leaderboard(res)['page']}")
         return 0
     except CardInputError as e: say(f"error: {e}"); return 2
     except (UnknownModelError, MissingWeightsError, MissingDataError) as e: say(f"error: {e}"); return 2
     except KeyboardInterrupt: say("interrupted: finished measures are kept; rerun with --resume"); return 130
+    except PublishError as e: say(f"error: {str(e).splitlines()[0]}"); return 3
     except OSError as e: say(f"error: {e}"); return 3

@@ -15,8 +15,8 @@ __all__ = ['RUN_RECORD_TAG', 'PROFILE_NOTES', 'PUBLISHED_PATHS', 'PRIVATE_RECORD
            'collapse_carriage_returns', 'clean_outputs', 'unpublished_pathspec', 'device_text', 'changed_parameters',
            'run_record_markdown', 'nbdev_clean_notebook', 'merge_run_outputs', 'notebook_defaults_of',
            'publish_notebook', 'execute_in_place', 'readme_summary', 'update_readme_summary', 'notebook_front_matter',
-           'notebook_title', 'library_pages', 'site_navigation', 'write_navigation', 'process_docs', 'render_html',
-           'publish_home']
+           'notebook_title', 'library_pages', 'card_pages', 'site_navigation', 'write_navigation', 'process_docs',
+           'render_html', 'publish_home']
 
 # %% ../../nbs/run/02_site.ipynb #ba9df720
 _ABS_PATH = re.compile(r"(?:^|(?<=[\s'\"(=\[,:]))(/(?:[\w.+@-]+/)+[\w.+@-]*)")
@@ -87,7 +87,7 @@ PROFILE_NOTES = {
     "full": "real datasets and pretrained models named as their libraries name them.",
 }
 
-PUBLISHED_PATHS = ("figures", "nbs/analyses", "nbs/index.ipynb", "nbs/sidebar.yml", "README.md")   # what --publish writes
+PUBLISHED_PATHS = ("figures", "nbs/analyses", "nbs/cards", "nbs/index.ipynb", "nbs/sidebar.yml", "README.md")   # what --publish writes
 
 def unpublished_pathspec() -> list[str]:
     """git pathspec of the checkout without what `--publish` writes: a run is 'with uncommitted changes' only when code
@@ -279,6 +279,13 @@ def library_pages(nbs) -> list:
         if pages: out.append({"section": title, "contents": pages})
     return out
 
+# %% ../../nbs/run/02_site.ipynb #d59512ce
+def card_pages(nbs) -> list[str]:
+    "The model card pages `nbs/cards/*.md` (written by `vlbias card --publish`) as sidebar entries, the leaderboard first."
+    d = Path(nbs) / "cards"
+    pages = [p for p in d.glob("*.md") if not p.name.startswith(("_", "."))] if d.is_dir() else []
+    return [p.relative_to(nbs).as_posix() for p in sorted(pages, key=lambda p: (p.stem != "leaderboard", p.stem))]
+
 # %% ../../nbs/run/02_site.ipynb #d53e8822
 def _first_page(entries):
     for e in entries:
@@ -299,12 +306,14 @@ def site_navigation(nbs=None) -> dict:
     unknown = set(by_paper) - set(papers().paper_name)
     if unknown: raise PublishError(f"front matter names unknown paper(s) {sorted(unknown)}; one of {papers().paper_name.tolist()}")
     sections = [{"section": p, "contents": by_paper[p]} for p in papers().paper_name if p in by_paper]
-    library = library_pages(nbs)
+    library, cards = library_pages(nbs), card_pages(nbs)
     sidebar = {"contents": [{"text": "Results ledger", "href": "index.ipynb"},
                             {"section": "Analyses", "contents": sections},
+                            *([{"section": "Model cards", "contents": cards}] if cards else []),
                             {"section": "Library reference", "contents": library}]}
     navbar = {"left": [{"text": "Results", "href": "index.ipynb"},
                        {"text": "Analyses", "menu": [{"text": f"{s['section']}: {notebook_title(nbs / c)}", "href": c} for s in sections for c in s["contents"]]},
+                       *([{"text": "Model cards", "href": cards[0]}] if cards else []),
                        {"text": "Library", "href": _first_page(library) or "index.ipynb"}]}
     return {"website": {"sidebar": sidebar, "navbar": navbar}}
 
@@ -313,7 +322,7 @@ def write_navigation(nbs=None) -> Path:
     "Write `site_navigation` to `nbs/sidebar.yml` (settings.ini sets `custom_sidebar = True`, so nbdev keeps it)."
     import yaml
     nbs = Path(nbs) if nbs is not None else project_root() / "nbs"
-    text = "# Written by vlbias_nb.run.site.write_navigation (vlbias reproduce --publish); do not edit by hand.\n"
+    text = "# Written by vlbias_nb.run.site.write_navigation (vlbias reproduce --publish, vlbias card --publish); do not edit by hand.\n"
     text += yaml.safe_dump(site_navigation(nbs), sort_keys=False, allow_unicode=True)
     p = nbs / "sidebar.yml"
     if not p.exists() or p.read_text(encoding="utf-8") != text: write_text_atomic(p, text)
