@@ -64,7 +64,8 @@ def test_a_rehearsal_run_end_to_end_is_labelled_and_recorded(tmp_path):
     st = {s["what"].split(":")[0]: s for s in rec["stages"]}
     assert set(st) >= {"planted captions", "COCO val captions", "COCO train captions"}, list(st)
     assert st["planted captions"]["items"] == resolve_parameters(nb, "rehearsal")["n_planted_images"]
-    n_items = profile_setting("rehearsal", "data")["n_items"]                                 # images generated per split
+    data = profile_setting("rehearsal", "data")
+    n_items = data.get("n_items_of", {}).get("coco2017", data["n_items"])                   # images generated per split
     assert st["COCO val captions"]["items"] == st["COCO train captions"]["items"] == n_items
     assert all(s["stage"] == "metrics" and s["seconds"] > 0 and s["peak_rss_mb"] > 50 for s in rec["stages"])
     summ = rec["stage_summary"]

@@ -605,8 +605,9 @@ def bootstrap_ci(*samples, # arrays sharing their first axis (the units resample
         warnings.simplefilter("ignore", RuntimeWarning)     # a degenerate (constant) resample distribution is fine here
         r = scipy.stats.bootstrap((np.arange(n),), stat_of, n_resamples=n_boot, vectorized=vectorized,
                                   confidence_level=level, method="percentile", rng=np.random.default_rng(seed))
-    lo, hi = r.confidence_interval
-    return CI(est, float(lo), float(hi))
+    lo, hi = map(float, r.confidence_interval)
+    if lo > hi: lo, hi = hi, lo          # a constant resample distribution's percentiles can cross by one ulp of rounding
+    return CI(est, lo, hi)
 
 # %% ../nbs/05_metrics.ipynb #chance002
 def random_ranking_level(metric: Callable, # e.g. `max_skew_at_k`; called as `metric(S, attrs, **kw)` with S of shape (n_draws, n_items)
