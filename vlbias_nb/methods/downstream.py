@@ -19,8 +19,8 @@ from .zero_shot import zero_shot_classifier
 __all__ = ['FLICKR30K_ENV', 'IMAGENET_ENV', 'CIFAR100_ENV', 'CIFAR10_ENV', 'CALTECH256_ENV', 'WHERE_TO_GET',
            'CLIP_CIFAR_TEMPLATES', 'CLIP_CALTECH_TEMPLATES', 'missing', 'DatasetFormatError', 'Flickr30k',
            'load_flickr30k', 'retrieval_recall', 'imagenet_classnames', 'imagenet_templates', 'ClassificationData',
-           'load_imagenet_val', 'load_cifar100', 'load_cifar10', 'caltech256_classname', 'load_caltech256',
-           'topk_accuracy', 'zero_shot_accuracy']
+           'cap_zero_shot', 'load_imagenet_val', 'load_cifar100', 'load_cifar10', 'caltech256_classname',
+           'load_caltech256', 'topk_accuracy', 'zero_shot_accuracy']
 
 # %% ../../nbs/methods/03_downstream.ipynb #5972f6cd
 FLICKR30K_ENV, IMAGENET_ENV, CIFAR100_ENV, CIFAR10_ENV, CALTECH256_ENV = (
@@ -155,6 +155,29 @@ class _Subset:
     def __init__(self, seq, idx): self.seq, self.idx = seq, idx
     def __len__(self): return len(self.idx)
     def __getitem__(self, i): return self.seq[int(self.idx[i])]
+
+# %% ../../nbs/methods/03_downstream.ipynb #4eba287d
+def cap_zero_shot(data: ClassificationData, # a loaded data set (`load_imagenet_val`, `load_cifar100`, …)
+                  max_classes: int = 0, # keep at most this many candidate classes (0: all, the papers' protocol)
+                  max_templates: int = 0, # keep the first this many prompt templates (0: all)
+                 ) -> ClassificationData:
+    """The zero-shot task with fewer candidate classes and prompt templates: an item count, for runs that only check the
+    code path (the rehearsal profile). The classes the images belong to are kept first (in class order; images of
+    classes beyond `max_classes` are dropped), then the lowest-index other classes fill up to `max_classes`; labels
+    are renumbered. Templates: the data set's own, or CLIP's 80 ImageNet ones where it has none (as
+    `zero_shot_accuracy` defaults), cut to the first `max_templates`."""
+    if max_classes < 0 or max_templates < 0: raise ValueError(f"max_classes={max_classes}, max_templates={max_templates}: use 0 (all) or a positive count")
+    templates = list(data.templates) or imagenet_templates()
+    if max_templates: templates = templates[:max_templates]
+    if not max_classes or max_classes >= len(data.classnames):
+        return ClassificationData(data.images, data.labels, data.classnames, templates, data.name)
+    present = sorted(set(int(y) for y in data.labels))[:max_classes]
+    others = [c for c in range(len(data.classnames)) if c not in set(present)]
+    keep = sorted(present + others[:max_classes - len(present)])
+    new_index = {c: i for i, c in enumerate(keep)}
+    idx = np.flatnonzero(np.isin(data.labels, present))
+    labels = np.array([new_index[int(y)] for y in data.labels[idx]], dtype=np.intp)
+    return ClassificationData(_Subset(data.images, idx), labels, [data.classnames[c] for c in keep], templates, data.name)
 
 # %% ../../nbs/methods/03_downstream.ipynb #8859ed97
 _IMG_EXTS = {".jpeg", ".jpg", ".png"}
