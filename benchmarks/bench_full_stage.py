@@ -10,8 +10,8 @@ model's own preprocessing and a real `torch.utils.data.DataLoader`, as the analy
 half precision, SDPA (open_clip's default attention) and the achieved fraction of the card's dense fp16 matmul
 throughput. Last line: images/s.
 
-`embed-text`: text embedding of `--n-prompts` zero-shot prompts (CLIP's ImageNet template over class names, padded to
-the tower's context as open_clip does): what zero-shot classifiers and prompt evaluations cost, the rehearsal's
+`embed-text`: text embedding of `--n-prompts` zero-shot prompts (CLIP's ImageNet template over class names, through
+the zoo's text path: an open_clip CLIP tower is cut after the batch's last EOT, exact under its causal mask): what zero-shot classifiers and prompt evaluations cost, the rehearsal's
 bottleneck on a CPU (ImageNet: 1000 classes x 80 templates per model). Last line: prompts/s.
 """
 import argparse, os, sys, tempfile, time

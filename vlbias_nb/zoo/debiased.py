@@ -9,51 +9,20 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 from ..paths import atomic_path
-from .vlm import OpenClipModel, VisionLanguageModel, weights_fingerprint
+from .vlm import OpenClipModel, VisionLanguageModel, weights_fingerprint, _text_tower, prompted_text_features
 from .weights import MODELS_ENV, models_dir, url_weights_file
 
 # %% auto #0
-__all__ = ['TOKENS_FORMAT', 'RELEASED_DEBIAS_TOKENS', 'DEBIAS_PREFIX', 'zero_pad_tokens', 'prompted_text_features',
-           'PromptTokens', 'DebiasedView', 'save_debias_tokens', 'read_debias_tokens', 'attach_debias_tokens',
-           'parse_debias_name', 'released_tokens_file', 'read_released_tokens', 'attach_released_tokens']
+__all__ = ['TOKENS_FORMAT', 'RELEASED_DEBIAS_TOKENS', 'DEBIAS_PREFIX', 'zero_pad_tokens', 'PromptTokens', 'DebiasedView',
+           'save_debias_tokens', 'read_debias_tokens', 'attach_debias_tokens', 'parse_debias_name',
+           'released_tokens_file', 'read_released_tokens', 'attach_released_tokens']
 
 # %% ../../nbs/zoo/03_debiased.ipynb #78a0c4c5
-def _text_tower(model: nn.Module) -> nn.Module:
-    "The open_clip CLIP module whose text tower takes prompt tokens; clear error for other towers."
-    for a in ("token_embedding", "positional_embedding", "transformer", "ln_final"):
-        if not hasattr(model, a):
-            raise TypeError(f"{type(model).__name__} has no {a!r}: prompt tokens need an open_clip CLIP with its own text "
-                            "transformer (not an HF text tower, not a transformers model)")
-    if getattr(model, "text_pool_type", "argmax") not in ("argmax", "eos"):
-        raise NotImplementedError(f"text pooling {model.text_pool_type!r} is not supported with prepended tokens")
-    return model
-
 def zero_pad_tokens(model: nn.Module, n_tokens: int = 2) -> torch.Tensor:
     "`n_tokens` copies of the zero-pad token's embedding (App. E's initialisation), `(n_tokens, width)`."
     m = _text_tower(model)
     w = m.token_embedding.weight
     return w[torch.zeros(n_tokens, dtype=torch.long, device=w.device)].detach().clone()
-
-def prompted_text_features(model: nn.Module, tokens: torch.Tensor, prompt: torch.Tensor | None) -> torch.Tensor:
-    "Unnormalised text embeddings of `tokens` `(B, L)` with `prompt` `(n, width)` prepended after the token embedding."
-    m = _text_tower(model)
-    cast = m.transformer.get_cast_dtype() if hasattr(m.transformer, "get_cast_dtype") else m.token_embedding.weight.dtype
-    n = 0 if prompt is None else prompt.shape[0]
-    L = tokens.shape[1]
-    if n >= L: raise ValueError(f"{n} prompt tokens do not fit a context of {L}")
-    idx = (tokens == m.text_eos_id).int().argmax(-1) if getattr(m, "text_pool_type", "argmax") == "eos" else tokens.argmax(-1)
-    idx = (idx + n).clamp(max=L - 1)
-    mask = m.attn_mask
-    # causal mask: positions after the last EOT cannot change it, so the sequence is cut there (exact, much faster)
-    Lu = int(idx.max()) + 1 if mask is not None else L
-    keep = Lu - n
-    x = m.token_embedding(tokens[:, :keep]).to(cast) + m.positional_embedding[:keep].to(cast)
-    if n: x = torch.cat([prompt.to(cast)[None].expand(len(x), -1, -1), x], dim=1)
-    x = m.ln_final(m.transformer(x, attn_mask=None if mask is None else mask[:Lu, :Lu]))
-    x = x[torch.arange(len(x), device=x.device), idx]
-    tp = m.text_projection
-    if tp is not None: x = tp(x) if isinstance(tp, nn.Linear) else x @ tp
-    return x
 
 class PromptTokens(nn.Module):
     "The learnable debias tokens (§3.2), zero-pad initialised; `forward(model, tokens)` gives unnormalised text features."

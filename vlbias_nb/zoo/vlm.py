@@ -12,6 +12,7 @@ from urllib.parse import urlparse
 import numpy as np
 import pandas as pd
 import torch
+import torch.nn as nn
 from PIL import Image
 from tqdm.auto import tqdm
 from ..paths import MissingDataError, project_root
@@ -21,7 +22,8 @@ from .weights import _WEIGHT_EXTS, _oc_base_arch, open_clip_weight_sources
 
 # %% auto #0
 __all__ = ['TINY_CLIP_ARCH', 'TINY_CLIP_CONFIG', 'DTYPES', 'register_tiny_clip_config', 'seeded', 'as_dtype', 'as_device',
-           'to_pil', 'l2_normalize', 'VisionLanguageModel', 'weights_fingerprint', 'OpenClipModel', 'HFModel']
+           'to_pil', 'l2_normalize', 'VisionLanguageModel', 'weights_fingerprint', 'prompted_text_features',
+           'cuts_after_eot', 'OpenClipModel', 'HFModel']
 
 # %% ../../nbs/zoo/02_vlm.ipynb #71df8dcb
 TINY_CLIP_ARCH = "vlbias-tiny-clip"
@@ -173,6 +175,44 @@ def weights_fingerprint(weights: str | None) -> str | None:
         return "dir:" + hashlib.sha256("|".join(weights_fingerprint(str(f)) for f in fs).encode()).hexdigest()[:16]
     return str(weights)
 
+# %% ../../nbs/zoo/02_vlm.ipynb #a07332d9
+def _text_tower(model: nn.Module) -> nn.Module:
+    "The open_clip CLIP module whose text tower takes prompt tokens; clear error for other towers."
+    for a in ("token_embedding", "positional_embedding", "transformer", "ln_final"):
+        if not hasattr(model, a):
+            raise TypeError(f"{type(model).__name__} has no {a!r}: prompt tokens need an open_clip CLIP with its own text "
+                            "transformer (not an HF text tower, not a transformers model)")
+    if getattr(model, "text_pool_type", "argmax") not in ("argmax", "eos"):
+        raise NotImplementedError(f"text pooling {model.text_pool_type!r} is not supported with prepended tokens")
+    return model
+
+def prompted_text_features(model: nn.Module, tokens: torch.Tensor, prompt: torch.Tensor | None) -> torch.Tensor:
+    "Unnormalised text embeddings of `tokens` `(B, L)` with `prompt` `(n, width)` prepended after the token embedding."
+    m = _text_tower(model)
+    cast = m.transformer.get_cast_dtype() if hasattr(m.transformer, "get_cast_dtype") else m.token_embedding.weight.dtype
+    n = 0 if prompt is None else prompt.shape[0]
+    L = tokens.shape[1]
+    if n >= L: raise ValueError(f"{n} prompt tokens do not fit a context of {L}")
+    idx = (tokens == m.text_eos_id).int().argmax(-1) if getattr(m, "text_pool_type", "argmax") == "eos" else tokens.argmax(-1)
+    idx = (idx + n).clamp(max=L - 1)
+    mask = m.attn_mask
+    # causal mask: positions after the last EOT cannot change it, so the sequence is cut there (exact, much faster)
+    Lu = int(idx.max()) + 1 if mask is not None else L
+    keep = Lu - n
+    x = m.token_embedding(tokens[:, :keep]).to(cast) + m.positional_embedding[:keep].to(cast)
+    if n: x = torch.cat([prompt.to(cast)[None].expand(len(x), -1, -1), x], dim=1)
+    x = m.ln_final(m.transformer(x, attn_mask=None if mask is None else mask[:Lu, :Lu]))
+    x = x[torch.arange(len(x), device=x.device), idx]
+    tp = m.text_projection
+    if tp is not None: x = tp(x) if isinstance(tp, nn.Linear) else x @ tp
+    return x
+
+def cuts_after_eot(model: torch.nn.Module) -> bool:
+    "Whether `model`'s text tower is an open_clip CLIP tower with a causal mask, pooled at the EOT: cut after the batch's last EOT."
+    try: _text_tower(model)
+    except (TypeError, NotImplementedError): return False
+    return getattr(model, "attn_mask", None) is not None
+
 # %% ../../nbs/zoo/02_vlm.ipynb #29e8806b
 class OpenClipModel(VisionLanguageModel):
     "An open_clip model (CLIP, EVA, CoCa, …) behind the common interface."
@@ -182,7 +222,11 @@ class OpenClipModel(VisionLanguageModel):
         self.tokenizer, self.transform = tokenizer, transform
     def tokenize(self, texts): return self.tokenizer(list(texts))
     def preprocess_batch(self, images): return torch.stack([self.transform(im) for im in images])
-    def _text_forward(self, tokens): return self.model.encode_text(tokens.to(self.device))
+    def _text_forward(self, tokens):
+        "The text tower on `tokens`, cut after the batch's last EOT where that is exact (`cuts_after_eot`)."
+        if getattr(self, "_cut", None) is None: self._cut = cuts_after_eot(self.model)
+        tokens = tokens.to(self.device)
+        return prompted_text_features(self.model, tokens, None) if self._cut else self.model.encode_text(tokens)
     def _image_forward(self, pixels): return self.model.encode_image(pixels)
     @property
     def logit_scale(self) -> float:
