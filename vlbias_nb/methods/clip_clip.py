@@ -30,6 +30,10 @@ def feature_mutual_information(X, labels, n_neighbors: int = 3, random_state: in
     y = attribute_codes(labels)
     if len(y) != len(X): raise ValueError(f"{len(X)} embeddings but {len(y)} labels")
     if len(np.unique(y)) < 2: raise ValueError("labels have a single value: mutual information is zero everywhere")
+    values, counts = np.unique(y, return_counts=True)
+    if (counts >= 2).sum() < 2:     # scikit-learn's k-NN estimator drops values seen once, then fails on no samples
+        raise ValueError(f"mutual information needs at least 2 images of each of 2 attribute values; got counts {counts.tolist()} "
+                         f"over {len(y)} images: give more labelled training images")
     return mutual_info_classif(X.astype(np.float64), y, discrete_features=False, n_neighbors=n_neighbors,
                                random_state=random_state)
 
