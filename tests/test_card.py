@@ -208,6 +208,50 @@ def test_local_folder_forms_load(tmp_path):
         e = vlm.encode_text(["a photo of a person"])
         np.testing.assert_allclose(e, m.encode_text(["a photo of a person"]), atol=1e-5)
 
+def _siglip_config_folder(d: Path) -> Path:
+    "A folder holding only a tiny SigLIP config.json and a tokenizer stand-in (no weights, no preprocessor config)."
+    from vlbias_nb.zoo.factory import tiny_hf_config, tiny_tokenizer
+    tok = tiny_tokenizer(); tok.save_pretrained(d)
+    tiny_hf_config("siglip", len(tok.vocab)).save_pretrained(d)
+    assert sorted(p.name for p in d.iterdir() if p.suffix in (".safetensors", ".bin")) == []
+    return d
+
+def test_unregistered_siglip_by_its_config(tmp_path, monkeypatch):
+    "A SigLIP nobody registered: family from config.json's model_type; random weights under VLBIAS_WEIGHTS=random; embeds."
+    from vlbias_nb.zoo.registry import HF_MODEL_TYPES
+    d = _siglip_config_folder(tmp_path / "my-siglip")
+    assert json.loads((d / "config.json").read_text())["model_type"] == "siglip"
+    r = C.resolve_card_model(f"local-dir:{d}")
+    assert (r["form"], r["family"], r["status"]) == ("local", "siglip", "missing") and "holds config.json but no weight file" in r["how"]
+    with pytest.raises(C.MissingWeightsError, match="holds no weight file"): C.load_card_model(f"local-dir:{d}", device="cpu")
+    # the same folder as an unregistered hub id's local copy ($VLBIAS_MODELS/<org>/<name>)
+    monkeypatch.setenv("VLBIAS_MODELS", str(tmp_path / "models"))
+    hub = _siglip_config_folder(tmp_path / "models" / "someorg" / "siglip-like")
+    m = C.normalise_model_name("someorg/siglip-like")
+    assert (m.form, m.kwargs) == ("transformers", {"family": "siglip"})
+    r = C.resolve_card_model("someorg/siglip-like")
+    assert r["status"] == "missing" and r["family"] == "siglip"
+    monkeypatch.setenv("VLBIAS_WEIGHTS", "random")
+    texts = ["a photo of a doctor", "a photo of a nurse", "a photo of a doctor"]
+    for name in (f"local-dir:{d}", "someorg/siglip-like"):
+        assert C.resolve_card_model(name)["status"] == "random"
+        vlm = C.load_card_model(name, device="cpu", seed=5)
+        assert type(vlm.model).__name__ == "SiglipModel" and vlm.weights == "random" and vlm.spec.random_init
+        assert vlm.tokenize(texts)["input_ids"].shape == (3, 64)          # SigLIP's texts padded to the full 64 tokens
+        e = vlm.encode_text(texts)
+        assert e.shape == (3, 32)
+        np.testing.assert_allclose(np.linalg.norm(e, axis=1), 1, atol=1e-5); np.testing.assert_allclose(e[0], e[2], atol=1e-6)
+        assert np.abs(e[0] - e[1]).max() > 1e-3
+        i = vlm.encode_image([np.full((40, 30, 3), v, np.uint8) for v in (0, 200)])
+        assert i.shape == (2, 32); np.testing.assert_allclose(np.linalg.norm(i, axis=1), 1, atol=1e-5)
+    np.testing.assert_allclose(C.load_card_model(f"local-dir:{d}", device="cpu", seed=5).encode_text(texts), e, atol=1e-6)  # seed fixes weights
+    # an unknown model_type: one error naming it and the supported types
+    (d / "config.json").write_text(json.dumps({"model_type": "t5"}))
+    with pytest.raises(C.UnknownModelError) as err: C.resolve_card_model(f"local-dir:{d}")
+    assert "model_type 't5'" in str(err.value) and all(t in str(err.value) for t in HF_MODEL_TYPES)
+    (hub / "config.json").write_text(json.dumps({"model_type": "siglip2"}))
+    with pytest.raises(C.UnknownModelError, match="model_type 'siglip2': SigLIP 2 NaFlex"): C.normalise_model_name("someorg/siglip-like")
+
 def test_models_file_and_bad_input(tmp_path, capsys):
     f = tmp_path / "models.txt"
     f.write_text("# CLIP_benchmark model list\nViT-B-32,openai\n\ntiny-clip  # the offline one\n")

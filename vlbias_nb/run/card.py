@@ -19,7 +19,7 @@ from ..seeds import derive_seed
 from ..metrics import bootstrap_ci, random_ranking_level
 from ..report import paper_values, random_weight_model
 from ..zoo.registry import (MODEL_REGISTRY, OPENAI_CLIP_ALIASES, HF_MODEL_TYPES, HF_MODEL_CLASSES, ModelSpec,
-                                    UnknownModelError, MissingWeightsError, resolve_model)
+                                    UnknownModelError, MissingWeightsError, resolve_model, hf_family)
 from ..methods.embedding_cache import EmbeddingCache, image_key, json_digest
 
 # %% auto #0
@@ -60,12 +60,7 @@ def _hub_family(repo: str) -> tuple[str | None, str]:
     from vlbias_nb.zoo.weights import hf_local_folder, hub_endpoint
     d = hf_local_folder(repo, "config.json")
     if d is None: return None, f"{hub_endpoint()}/{repo}/resolve/main/config.json (to read the model family), then the weights"
-    mt = json.loads((Path(d) / "config.json").read_text()).get("model_type")
-    fam = HF_MODEL_TYPES.get(mt)
-    if fam is None:
-        raise UnknownModelError(f"Model {repo!r}: its config.json says model_type {mt!r}, which the zoo cannot load as a "
-                                f"vision-language model (it loads {sorted(HF_MODEL_TYPES)}).")
-    return fam, ""
+    return hf_family(json.loads((Path(d) / "config.json").read_text()).get("model_type"), repo), ""
 
 # %% ../../nbs/run/03_card.ipynb #f38123f0
 def _open_clip_arch(a: str) -> bool:
@@ -124,7 +119,7 @@ def resolve_card_model(given: str) -> dict:
         return {**out, "status": st, "where": None, "how": how}
     if spec.checkpoint and m.form == "clip_benchmark":
         return {**out, "status": "present", "where": spec.checkpoint, "how": ""}
-    a = model_availability(m.name if m.form != "local" else m.name)
+    a = model_availability(m.name, family=kw.get("family"))
     return {**out, "status": a["status"], "where": a["where"], "how": a["how"]}
 
 # %% ../../nbs/run/03_card.ipynb #b50c1017
@@ -138,8 +133,7 @@ def load_card_model(given: str, device: str = "auto", seed: int = 0):
         from vlbias_nb.zoo.weights import load_from_hub
         mt = load_from_hub(m.name, "transformers vision-language model (family from its config.json)",
                            lambda src, local: PretrainedConfig.get_config_dict(src, local_files_only=local)[0].get("model_type"))
-        if mt not in HF_MODEL_TYPES: raise UnknownModelError(f"Model {given!r}: model_type {mt!r} is not a vision-language model the zoo loads.")
-        kw = {"family": HF_MODEL_TYPES[mt]}
+        kw = {"family": hf_family(mt, given)}
     return load_model(m.name, device=device, seed=seed, **kw)
 
 # %% ../../nbs/run/03_card.ipynb #93dd44ce
