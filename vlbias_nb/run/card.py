@@ -13,7 +13,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 from ..paths import (MissingDataError, DATASET_ENVS, GENERATED_ENV, DOWNLOADS_ENV, dataset_folder, data_root,
                              downloads_dir, downloads_allowed, write_json_atomic, write_text_atomic, weights_mode, project_root,
-                             env_path, in_checkout)
+                             env_path, in_checkout, GAB_IMAGES_ENV, gab_images_folder)
 from ..resources import read_resource_csv, read_resource_json, resource_path
 from ..seeds import derive_seed
 from ..metrics import bootstrap_ci, random_ranking_level
@@ -23,19 +23,20 @@ from ..zoo.registry import (MODEL_REGISTRY, OPENAI_CLIP_ALIASES, HF_MODEL_TYPES,
 from ..methods.embedding_cache import EmbeddingCache, image_key, json_digest
 
 # %% auto #0
-__all__ = ['CARD_FORMS', 'CARD_DATASETS', 'MEASURE_FIELDS', 'SC_KEY', 'CARD_TASKS', 'NOT_YET_TASKS', 'SCHEMA_VERSION',
-           'CARD_SCHEMA', 'CARD_PACKAGES', 'SITE_CARDS', 'RESERVED_CARD_PAGES', 'ModelName', 'normalise_model_name',
-           'resolve_card_model', 'load_card_model', 'PlantedCardModel', 'CardTask', 'CardDataset', 'dataset_root',
-           'dataset_fingerprint', 'CardConfig', 'CardContext', 'measure_row', 'paper_model_name', 'paper_number',
-           'gab_text_bias', 'gab_binding', 'prompt_array_fairface', 'read_social_counterfactuals',
-           'social_counterfactuals_maxskew', 'prompt_array_harmful', 'visogender_bias', 'pata_bias', 'gensynth_coco',
-           'zero_shot_cifar', 'zero_shot_imagenet', 'flickr30k_recall', 'coco_recall', 'task_status', 'model_record',
-           'environment_record', 'run_tasks', 'card_schema', 'validate_card', 'build_card', 'card_figure',
-           'card_table_lines', 'card_skipped_lines', 'card_markdown', 'write_card_outputs', 'make_card',
-           'CardInputError', 'find_cards', 'leaderboard', 'bias_accuracy_figure', 'compare_cards', 'card_slug',
-           'card_provenance', 'card_page_markdown', 'publish_card', 'leaderboard_page_markdown', 'publish_leaderboard',
-           'process_rank', 'shard_models', 'card_parser', 'read_models_file', 'check_card_args', 'torch_cuda_count',
-           'card_main']
+__all__ = ['CARD_FORMS', 'CARD_DATASETS', 'MEASURE_FIELDS', 'SC_KEY', 'SC_RELEASE_COLUMNS', 'CARD_TASKS', 'NOT_YET_TASKS',
+           'SCHEMA_VERSION', 'CARD_SCHEMA', 'CARD_PACKAGES', 'SITE_CARDS', 'RESERVED_CARD_PAGES', 'ModelName',
+           'normalise_model_name', 'resolve_card_model', 'load_card_model', 'PlantedCardModel', 'CardTask',
+           'CardDataset', 'dataset_root', 'dataset_fingerprint', 'CardConfig', 'CardContext', 'measure_row',
+           'paper_model_name', 'paper_number', 'gab_text_bias', 'gab_binding', 'prompt_array_fairface',
+           'read_social_counterfactuals', 'released_shards', 'read_social_counterfactuals_release', 'ReleasedImages',
+           'social_counterfactuals_table', 'social_counterfactuals_maxskew', 'prompt_array_harmful', 'visogender_bias',
+           'pata_bias', 'gensynth_coco', 'zero_shot_cifar', 'zero_shot_imagenet', 'flickr30k_recall', 'coco_recall',
+           'task_status', 'model_record', 'environment_record', 'run_tasks', 'card_schema', 'validate_card',
+           'build_card', 'card_figure', 'card_table_lines', 'card_skipped_lines', 'card_markdown', 'write_card_outputs',
+           'make_card', 'CardInputError', 'find_cards', 'leaderboard', 'bias_accuracy_figure', 'compare_cards',
+           'card_slug', 'card_provenance', 'card_page_markdown', 'publish_card', 'leaderboard_page_markdown',
+           'publish_leaderboard', 'process_rank', 'shard_models', 'card_parser', 'read_models_file', 'check_card_args',
+           'torch_cuda_count', 'card_main']
 
 # %% ../../nbs/run/03_card.ipynb #d078d2d1
 @dataclass(frozen=True)
@@ -198,15 +199,17 @@ CARD_DATASETS = {
                         "annotations/captions_val2017.json and val2017/"),
     "social_counterfactuals": CardDataset("SocialCounterfactuals sets", GENERATED_ENV,
                                           lambda: (env_path(GENERATED_ENV) or project_root() / ".cache" / "generated") / "social_counterfactuals",
-                                          lambda p: (p / "images").is_dir() and any((p / "images").glob("s*_c*_*.*")),
-                                          "images/s<set>_<prefix>_<segment>_<occupation>_c<candidate>_<position>.png"),
+                                          lambda p: ((p / "images").is_dir() and any((p / "images").glob("s*_c*_*.*")))
+                                                    or bool(released_shards(p)),
+                                          "the authors' release (a local copy of the hub data set Intel/SocialCounterfactuals: "
+                                          "data/train-*.parquet) or images/s<set>_<prefix>_<segment>_<occupation>_c<candidate>_<position>.png"),
     "cifar10": CardDataset("CIFAR-10 test", DATASET_ENVS["cifar10"], lambda: dataset_folder("cifar10"),
                            lambda p: (p / "cifar-10-batches-py" / "test_batch").is_file(), "cifar-10-batches-py/"),
     "cifar100": CardDataset("CIFAR-100 test", DATASET_ENVS["cifar100"], lambda: dataset_folder("cifar100"),
                             lambda p: (p / "cifar-100-python" / "test").is_file(), "cifar-100-python/"),
     "flickr30k": CardDataset("Flickr30K test", DATASET_ENVS["flickr30k"], lambda: dataset_folder("flickr30k"),
                              lambda p: (p / "dataset_flickr30k.json").is_file(), "dataset_flickr30k.json and flickr30k-images/"),
-    "gab": CardDataset("GAB image groups", None, lambda: data_root() / "gab" / "images",
+    "gab": CardDataset("GAB image groups", GAB_IMAGES_ENV, gab_images_folder,
                        lambda p: p.is_dir() and any(p.glob("*/Phaze-*/*/*")),
                        "<source>/Phaze-<n>/<activity>/<Man|Woman|Man Woman|Woman Man>/<k>.png"),
     "imagenet": CardDataset("ImageNet val", DATASET_ENVS["imagenet"], lambda: dataset_folder("imagenet"),
@@ -233,7 +236,7 @@ def dataset_fingerprint(root, label_files: Sequence[str] = (), image_glob: str =
     "SHA-256 (first 16 hex digits) of the `label_files`' bytes and of the names and sizes of the files under `root`."
     root, h = Path(root), hashlib.sha256()
     for f in label_files: h.update(f.encode() + b"\0" + (root / f).read_bytes())
-    for p in sorted(q for q in root.glob(image_glob) if q.is_file() and q.suffix.lower() in (".jpg", ".jpeg", ".png")):
+    for p in sorted(q for q in root.glob(image_glob) if q.is_file() and q.suffix.lower() in (".jpg", ".jpeg", ".png", ".parquet")):
         h.update(f"{p.relative_to(root)}\0{p.stat().st_size}\n".encode())
     return h.hexdigest()[:16]
 
@@ -454,6 +457,90 @@ def read_social_counterfactuals(root) -> pd.DataFrame:
     if not rows: raise MissingDataError(f"No counterfactual-set images named s<set>_<prefix>_<segment>_<occupation>_c<candidate>_<position> in {root}/images.")
     return pd.DataFrame(rows)
 
+# %% ../../nbs/run/03_card.ipynb #10b57581
+SC_RELEASE_COLUMNS = ("image", "caption", "a1_type", "a1", "a2_type", "a2", "counterfactual_set")  # Intel/SocialCounterfactuals
+
+def released_shards(root) -> list[Path]:
+    "The parquet shards of a local copy of the published release (`data/*.parquet`, else `*.parquet`), sorted."
+    root = Path(root)
+    return sorted(root.glob("data/*.parquet")) or sorted(root.glob("*.parquet"))
+
+def _release_type(t, where: str) -> str:
+    "The attribute type (race, gender, physical) a released `a*_type` value names."
+    from vlbias_nb.papers.social_counterfactuals.counterfactual_captions import ATTRIBUTES
+    k = str(t).strip().lower().replace(" ", "_")
+    for name in ATTRIBUTES:
+        if k.startswith(name): return name
+    raise ValueError(f"{where}: attribute type {t!r} is not one of {list(ATTRIBUTES)}")
+
+# %% ../../nbs/run/03_card.ipynb #1d736df4
+def read_social_counterfactuals_release(root) -> pd.DataFrame:
+    """One row per image of the published release's parquet shards under `root`: the columns of
+    `read_social_counterfactuals`, `path` being `<shard>#<row>` (decoded by `ReleasedImages`) and `caption` added."""
+    import pyarrow.parquet as pq
+    from vlbias_nb.papers.social_counterfactuals.counterfactual_captions import SEGMENTS
+    from vlbias_nb.papers.social_counterfactuals.intersectional_probing import segment_values
+    shards, frames = released_shards(root), []
+    if not shards: raise MissingDataError(f"No parquet shards of the SocialCounterfactuals release (data/*.parquet) in {root}.")
+    for f in shards:
+        names = pq.ParquetFile(f).schema_arrow.names
+        miss = [c for c in SC_RELEASE_COLUMNS if c not in names]
+        if miss: raise ValueError(f"{f}: not a SocialCounterfactuals release shard: columns {miss} missing (it has {names})")
+        d = pq.read_table(f, columns=[c for c in SC_RELEASE_COLUMNS if c != "image"]).to_pandas()
+        d["path"] = [f"{f}#{i}" for i in range(len(d))]
+        frames.append(d)
+    d = pd.concat(frames, ignore_index=True)
+    rows = []
+    for r in d.itertuples(index=False):
+        t1, t2 = _release_type(r.a1_type, r.path), _release_type(r.a2_type, r.path)
+        seg = f"{t1}_{t2}"
+        if seg not in SEGMENTS: raise ValueError(f"{r.path}: attribute types {t1} × {t2} are not a segment ({list(SEGMENTS)})")
+        A1, A2 = segment_values(seg)
+        if r.a1 not in A1 or r.a2 not in A2:
+            raise ValueError(f"{r.path}: attribute values {r.a1!r}, {r.a2!r} are not {t1} × {t2} values of the paper ({A1} × {A2})")
+        cap = str(r.caption)
+        if f" {r.a2} " not in f" {cap} ": raise ValueError(f"{r.path}: caption {cap!r} does not name {r.a2!r}")
+        pos = A1.index(r.a1) * len(A2) + A2.index(r.a2)
+        rows.append(dict(path=r.path, set_name=str(r.counterfactual_set), segment=seg,
+                         subject=f" {cap} ".split(f" {r.a2} ", 1)[1].strip().rstrip("."), candidate=0, position=pos,
+                         a1=r.a1, a2=r.a2, code=pos, caption=cap))
+    t = pd.DataFrame(rows)
+    t.insert(1, "set_index", pd.factorize(t.set_name, sort=True)[0])
+    return t.drop(columns="set_name")
+
+class ReleasedImages:
+    "The images of release rows `paths` (`<shard>#<row>`), decoded on indexing; one row group of one shard is kept read."
+    def __init__(self, paths: Sequence[str]):
+        self.items = [(p.rsplit("#", 1)[0], int(p.rsplit("#", 1)[1])) for p in paths]
+        self._group = (None, None, None)                     # (shard, row-group index, its image column)
+    def __len__(self): return len(self.items)
+    def _image_bytes(self, shard: str, row: int) -> bytes:
+        import pyarrow.parquet as pq
+        pf = pq.ParquetFile(shard)
+        start = 0
+        for g in range(pf.num_row_groups):
+            n = pf.metadata.row_group(g).num_rows
+            if row < start + n: break
+            start += n
+        else: raise IndexError(f"{shard}: no row {row}")
+        if self._group[:2] != (shard, g): self._group = (shard, g, pf.read_row_group(g, columns=["image"]).column("image").to_pylist())
+        x = self._group[2][row - start]
+        return x["bytes"] if isinstance(x, dict) else x
+    def __getitem__(self, i):
+        import io
+        from PIL import Image
+        shard, row = self.items[i]
+        try: return Image.open(io.BytesIO(self._image_bytes(shard, row))).convert("RGB")
+        except OSError as e: raise ValueError(f"{shard}#{row}: the image bytes cannot be read ({e})") from e
+
+def social_counterfactuals_table(root) -> tuple[pd.DataFrame, Sequence, str]:
+    "`(rows, images, layout)` of the SocialCounterfactuals copy at `root`: the project's folder layout, else the published release."
+    if (Path(root) / "images").is_dir() and any((Path(root) / "images").glob("s*_c*_*.*")):
+        t = read_social_counterfactuals(root)
+        return t, t.path.tolist(), "folder"
+    t = read_social_counterfactuals_release(root)
+    return t, ReleasedImages(t.path.tolist()), "release"
+
 # %% ../../nbs/run/03_card.ipynb #901fa1ab
 def social_counterfactuals_maxskew(ctx: CardContext) -> list[dict]:
     "SocialCounterfactuals §4.1, Fig. 3: mean MaxSkew@K over occupations, per segment, K = |A1|·|A2|."
@@ -461,9 +548,9 @@ def social_counterfactuals_maxskew(ctx: CardContext) -> list[dict]:
     from vlbias_nb.papers.social_counterfactuals.intersectional_probing import (averaged_text_embeddings, intersectional_max_skew,
                                                                               max_skew_chance, segment_values)
     cfg, root = ctx.config, ctx.root("social_counterfactuals")
-    t = read_social_counterfactuals(root)
-    fp = dataset_fingerprint(root, [], "images/*")
-    img = ctx.image_embeddings("social_counterfactuals", t.path.tolist())
+    t, images, layout = social_counterfactuals_table(root)
+    fp = dataset_fingerprint(root, [], "images/*") if layout == "folder" else dataset_fingerprint(root, [], "**/*.parquet")
+    img = ctx.image_embeddings("social_counterfactuals", images)
     rows = []
     for seg, g in t.groupby("segment", sort=True):
         A1, A2 = segment_values(seg); K = len(A1) * len(A2)
