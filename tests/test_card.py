@@ -197,6 +197,35 @@ def test_resume_skips_finished_measures(planted, tmp_path, monkeypatch):
                         cache=None, resume=True)
     assert calls == [1] and third["tasks"]["social_counterfactuals.maxskew"] == "done"
 
+def test_resume_sees_a_data_set_edited_in_place(planted, tmp_path):
+    "--resume reruns a finished measure once its data changed: a label file edited in place (same size, same mtime), an image rewritten."
+    import os, shutil
+    ff = Path(shutil.copytree(planted["ff"], tmp_path / "fairface"))
+    roots = {"fairface": str(ff)}
+    model, cfg = C.PlantedCardModel(planted["pos"], name="planted-card"), C.CardConfig(**CFG)
+    first = C.make_card("planted-card", tmp_path / "card", ["prompt_array.fairface"], roots, cfg, model=model, cache=None)
+    assert first["tasks"]["prompt_array.fairface"] == "done"
+    again = C.make_card("planted-card", tmp_path / "card", ["prompt_array.fairface"], roots, cfg, model=model, cache=None, resume=True)
+    assert again["tasks"]["prompt_array.fairface"] == "resumed"
+    lab = ff / "fairface_label_val.csv"
+    st, text = lab.stat(), lab.read_text()
+    row = next(l for l in text.splitlines() if ",20-29," in l)
+    edited = text.replace(row, row.replace(",20-29,", ",30-39,"), 1)      # one face's age group changed, same length
+    assert len(edited) == len(text) and edited != text
+    lab.write_text(edited); os.utime(lab, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert (lab.stat().st_size, lab.stat().st_mtime_ns) == (st.st_size, st.st_mtime_ns)
+    third = C.make_card("planted-card", tmp_path / "card", ["prompt_array.fairface"], roots, cfg, model=model, cache=None, resume=True)
+    assert third["tasks"]["prompt_array.fairface"] == "done"               # rerun: the label file's bytes changed
+    assert third["measures"]["prompt_array.ndkl.age"]["value"] != first["measures"]["prompt_array.ndkl.age"]["value"]
+    assert third["measures"]["prompt_array.ndkl.gender"]["value"] == first["measures"]["prompt_array.ndkl.gender"]["value"]
+    again = C.make_card("planted-card", tmp_path / "card", ["prompt_array.fairface"], roots, cfg, model=model, cache=None, resume=True)
+    assert again["tasks"]["prompt_array.fairface"] == "resumed"
+    img = next(p for p in ff.rglob("*.jpg"))                               # an image rewritten with the same size
+    data = img.read_bytes(); img.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
+    os.utime(img, ns=(img.stat().st_atime_ns, img.stat().st_mtime_ns + 1_000_000))
+    fourth = C.make_card("planted-card", tmp_path / "card", ["prompt_array.fairface"], roots, cfg, model=model, cache=None, resume=True)
+    assert fourth["tasks"]["prompt_array.fairface"] == "done"
+
 def test_skipped_tasks_say_what_to_set(tmp_path):
     card = C.make_card("tiny-clip", tmp_path / "c", ["gab.text_bias", "prompt_array.fairface", "gensynth.coco"],
                        {"fairface": str(tmp_path), "coco": str(tmp_path)}, C.CardConfig(**CFG), cache=None)

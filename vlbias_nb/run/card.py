@@ -17,26 +17,26 @@ from ..paths import (MissingDataError, DATASET_ENVS, GENERATED_ENV, DOWNLOADS_EN
 from ..resources import read_resource_csv, read_resource_json, resource_path
 from ..seeds import derive_seed
 from ..metrics import bootstrap_ci, random_ranking_level
-from ..report import paper_values, random_weight_model
+from ..report import paper_values, random_weight_model, environment_record
 from ..zoo.registry import (MODEL_REGISTRY, OPENAI_CLIP_ALIASES, HF_MODEL_TYPES, HF_MODEL_CLASSES, ModelSpec,
                                     UnknownModelError, MissingWeightsError, resolve_model, hf_family)
 from ..methods.embedding_cache import EmbeddingCache, image_key, json_digest
 
 # %% auto #0
 __all__ = ['CARD_FORMS', 'CARD_DATASETS', 'MEASURE_FIELDS', 'SC_KEY', 'SC_RELEASE_COLUMNS', 'CARD_TASKS', 'NOT_YET_TASKS',
-           'SCHEMA_VERSION', 'CARD_SCHEMA', 'CARD_PACKAGES', 'SITE_CARDS', 'RESERVED_CARD_PAGES', 'ModelName',
+           'SCHEMA_VERSION', 'CARD_SCHEMA', 'LABEL_SUFFIXES', 'SITE_CARDS', 'RESERVED_CARD_PAGES', 'ModelName',
            'normalise_model_name', 'resolve_card_model', 'load_card_model', 'PlantedCardModel', 'CardTask',
            'CardDataset', 'dataset_root', 'dataset_fingerprint', 'CardConfig', 'CardContext', 'measure_row',
            'paper_model_name', 'paper_number', 'gab_text_bias', 'gab_binding', 'prompt_array_fairface',
            'read_social_counterfactuals', 'released_shards', 'read_social_counterfactuals_release', 'ReleasedImages',
            'social_counterfactuals_table', 'social_counterfactuals_maxskew', 'prompt_array_harmful', 'visogender_bias',
            'pata_bias', 'gensynth_coco', 'zero_shot_cifar', 'zero_shot_imagenet', 'flickr30k_recall', 'coco_recall',
-           'task_status', 'model_record', 'environment_record', 'run_tasks', 'card_schema', 'validate_card',
-           'build_card', 'card_figure', 'card_table_lines', 'card_skipped_lines', 'card_markdown', 'write_card_outputs',
-           'make_card', 'CardInputError', 'find_cards', 'leaderboard', 'bias_accuracy_figure', 'compare_cards',
-           'card_slug', 'card_provenance', 'card_page_markdown', 'publish_card', 'leaderboard_page_markdown',
-           'publish_leaderboard', 'process_rank', 'shard_models', 'card_parser', 'read_models_file', 'check_card_args',
-           'torch_cuda_count', 'card_main']
+           'task_status', 'model_record', 'data_state', 'run_tasks', 'card_schema', 'validate_card', 'build_card',
+           'card_figure', 'card_table_lines', 'card_skipped_lines', 'card_markdown', 'write_card_outputs', 'make_card',
+           'CardInputError', 'find_cards', 'leaderboard', 'bias_accuracy_figure', 'compare_cards', 'card_slug',
+           'card_provenance', 'card_page_markdown', 'publish_card', 'leaderboard_page_markdown', 'publish_leaderboard',
+           'process_rank', 'shard_models', 'card_parser', 'read_models_file', 'check_card_args', 'torch_cuda_count',
+           'card_main']
 
 # %% ../../nbs/run/03_card.ipynb #d078d2d1
 @dataclass(frozen=True)
@@ -457,7 +457,7 @@ def read_social_counterfactuals(root) -> pd.DataFrame:
     if not rows: raise MissingDataError(f"No counterfactual-set images named s<set>_<prefix>_<segment>_<occupation>_c<candidate>_<position> in {root}/images.")
     return pd.DataFrame(rows)
 
-# %% ../../nbs/run/03_card.ipynb #10b57581
+# %% ../../nbs/run/03_card.ipynb #1c85e5e4
 SC_RELEASE_COLUMNS = ("image", "caption", "a1_type", "a1", "a2_type", "a2", "counterfactual_set")  # Intel/SocialCounterfactuals
 
 def released_shards(root) -> list[Path]:
@@ -473,7 +473,7 @@ def _release_type(t, where: str) -> str:
         if k.startswith(name): return name
     raise ValueError(f"{where}: attribute type {t!r} is not one of {list(ATTRIBUTES)}")
 
-# %% ../../nbs/run/03_card.ipynb #1d736df4
+# %% ../../nbs/run/03_card.ipynb #bd723aaf
 def read_social_counterfactuals_release(root) -> pd.DataFrame:
     """One row per image of the published release's parquet shards under `root`: the columns of
     `read_social_counterfactuals`, `path` being `<shard>#<row>` (decoded by `ReleasedImages`) and `caption` added."""
@@ -814,36 +814,37 @@ def model_record(model, given: str, resolved: dict | None = None) -> dict:
                 comparable=not random_w, reason=reason, identity=ident)
 
 # %% ../../nbs/run/03_card.ipynb #b944edfc
-CARD_PACKAGES = ("numpy", "scipy", "torch", "torchvision", "open_clip_torch", "transformers", "pandas")
-
-def environment_record(device: str | None = None) -> dict:
-    """Package versions, git commit (and whether tracked files changed) and device of this run (as `run.json` records
-    them; `run.runner` is not imported here: it dispatches `vlbias card` to this module)."""
-    import platform, subprocess, torch
-    from importlib.metadata import version, PackageNotFoundError
-    from vlbias_nb import __version__
-    def v(p):
-        try: return version(p)
-        except PackageNotFoundError: return None
-    git = lambda *a: subprocess.run(["git", "-C", str(project_root()), *a], capture_output=True, text=True, timeout=30)
-    try: head, st = git("rev-parse", "HEAD"), git("status", "--porcelain", "--untracked-files=no")
-    except (OSError, subprocess.SubprocessError): head = st = None
-    commit = head.stdout.strip() if head is not None and head.returncode == 0 else None
-    cuda = torch.cuda.is_available()
-    used = ("cuda" if cuda else "cpu") if device in (None, "auto") else device
-    return dict(vlbias_nb=__version__, packages={"python": platform.python_version(), **{p: v(p) for p in CARD_PACKAGES},
-                                                 "cuda": torch.version.cuda},
-                git_commit=commit, git_dirty=bool(st.stdout.strip()) if commit and st.returncode == 0 else None,
-                device=dict(requested=device or "auto", used=used, gpu=torch.cuda.get_device_name(0) if cuda else None))
+def _environment(device: str | None) -> dict:
+    """Where a card was made: `vlbias_nb.report.environment_record` (package versions, git commit, device), the one
+    implementation `run.json` records too; like a run, what publishing writes does not make the checkout dirty."""
+    from vlbias_nb.run.site import unpublished_pathspec
+    return environment_record(device, pathspec=unpublished_pathspec(), root=project_root())
 
 # %% ../../nbs/run/03_card.ipynb #5f8c6a3d
 def _slug(s: str) -> str: return re.sub(r"[^A-Za-z0-9._-]+", "_", s).strip("_")[:100] or "model"
 
 def _task_file(out_dir: Path, task: str) -> Path: return Path(out_dir) / "measures" / f"{task}.json"
 
+LABEL_SUFFIXES = (".csv", ".json", ".jsonl", ".tsv", ".txt", ".lst")   # read by content in `data_state`
+
+def data_state(root, # a data set's folder (or file)
+               max_label_bytes: int = 64 << 20, # label files up to this size are hashed by content
+              ) -> str:
+    """SHA-256 (16 hex digits) of what a data set folder holds now: every file's path, size and `mtime_ns`, and the
+    bytes of its label files (`LABEL_SUFFIXES`), so an in-place edit is seen even when it keeps the size and time."""
+    root, h = Path(root), hashlib.sha256()
+    files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else []
+    for p in files:
+        st = p.stat()
+        h.update(f"{p.relative_to(root) if p != root else p.name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+        if p.suffix.lower() in LABEL_SUFFIXES and st.st_size <= max_label_bytes: h.update(hashlib.sha256(p.read_bytes()).digest())
+    return h.hexdigest()[:16]
+
 def _data_key(task: CardTask, roots: dict) -> str | None:
-    "What --resume compares of a task's data: its folder (a changed folder content is not detected: rerun without --resume)."
-    return None if task.dataset is None else str(dataset_root(task.dataset, roots).resolve())
+    "What --resume compares of a task's data: its folder and `data_state` of what it holds."
+    if task.dataset is None: return None
+    root = dataset_root(task.dataset, roots).resolve()
+    return f"{root}@{data_state(root)}"
 
 def run_tasks(ctx: CardContext, out_dir, only: Sequence[str] | None = None, resume: bool = False, log=print) -> dict:
     "Run every task of `only` (default all) whose data is present into `out_dir/measures/`; `{task: status}`."
@@ -1001,7 +1002,7 @@ def make_card(given: str, # the model name, any form (`normalise_model_name`)
     cache = EmbeddingCache() if cache is True else (cache or None)
     ctx = CardContext(model, getattr(model, "name", given), dict(roots or {}), config, cache)
     status = run_tasks(ctx, out_dir, only, resume)
-    card = build_card(out_dir, model_record(model, given, resolved), environment_record(device), status, roots)
+    card = build_card(out_dir, model_record(model, given, resolved), _environment(device), status, roots)
     write_card_outputs(card, out_dir)
     return card
 
