@@ -512,19 +512,22 @@ class ReleasedImages:
     "The images of release rows `paths` (`<shard>#<row>`), decoded on indexing; one row group of one shard is kept read."
     def __init__(self, paths: Sequence[str]):
         self.items = [(p.rsplit("#", 1)[0], int(p.rsplit("#", 1)[1])) for p in paths]
-        self._group = (None, None, None)                     # (shard, row-group index, its image column)
+        self._group, self._shards = (None, None, None), {}  # (shard, row group, its image column); shard -> (file, row-group starts)
     def __len__(self): return len(self.items)
+    def __getstate__(self): return {"items": self.items}      # open files and decoded groups stay with their process
+    def __setstate__(self, d): self.__init__([f"{s}#{r}" for s, r in d["items"]])
+    def _shard(self, shard: str):
+        if shard not in self._shards:
+            import pyarrow.parquet as pq
+            pf = pq.ParquetFile(shard)
+            self._shards[shard] = (pf, np.cumsum([0] + [pf.metadata.row_group(g).num_rows for g in range(pf.num_row_groups)]))
+        return self._shards[shard]
     def _image_bytes(self, shard: str, row: int) -> bytes:
-        import pyarrow.parquet as pq
-        pf = pq.ParquetFile(shard)
-        start = 0
-        for g in range(pf.num_row_groups):
-            n = pf.metadata.row_group(g).num_rows
-            if row < start + n: break
-            start += n
-        else: raise IndexError(f"{shard}: no row {row}")
+        pf, starts = self._shard(shard)
+        g = int(np.searchsorted(starts, row, side="right")) - 1
+        if not 0 <= row < starts[-1]: raise IndexError(f"{shard}: no row {row} (it has {int(starts[-1])})")
         if self._group[:2] != (shard, g): self._group = (shard, g, pf.read_row_group(g, columns=["image"]).column("image").to_pylist())
-        x = self._group[2][row - start]
+        x = self._group[2][row - int(starts[g])]
         return x["bytes"] if isinstance(x, dict) else x
     def __getitem__(self, i):
         import io
