@@ -303,6 +303,9 @@ def test_unregistered_siglip_by_its_config(tmp_path, monkeypatch):
     assert (m.form, m.kwargs) == ("transformers", {"family": "siglip"})
     r = C.resolve_card_model("someorg/siglip-like")
     assert r["status"] == "missing" and r["family"] == "siglip"
+    assert r["how"].startswith("Weights for model 'someorg/siglip-like' (transformers SiglipModel") and "downloading is turned off" in r["how"]
+    with pytest.raises(C.MissingWeightsError, match=r"^Weights for model 'someorg/siglip-like' \(transformers SiglipModel"):
+        C.load_card_model("someorg/siglip-like", device="cpu")         # the zoo's one message form, no network
     monkeypatch.setenv("VLBIAS_WEIGHTS", "random")
     texts = ["a photo of a doctor", "a photo of a nurse", "a photo of a doctor"]
     for name in (f"local-dir:{d}", "someorg/siglip-like"):
