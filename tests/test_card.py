@@ -108,6 +108,49 @@ def test_planted_social_counterfactuals(planted_card):
     assert (m["k"], m["n"], m["n_items"]) == (12, 3, 144)
     assert m["chance"] < m["value"]
 
+def _write_release(root: Path, paths: list, captions: list, a1: list, a2: list, sets: list, rows_per_group: int = 20) -> Path:
+    "The planted images as shards of the published release (data/train-*.parquet; image struct of bytes + path)."
+    import pyarrow as pa, pyarrow.parquet as pq
+    (root / "data").mkdir(parents=True)
+    half = len(paths) // 2
+    for k, sl in enumerate([slice(0, half), slice(half, None)]):
+        pq.write_table(pa.table({"image": [{"bytes": Path(p).read_bytes(), "path": Path(p).name} for p in paths[sl]],
+                                 "caption": captions[sl], "a1_type": ["race"] * len(paths[sl]), "a1": a1[sl],
+                                 "a2_type": ["gender"] * len(paths[sl]), "a2": a2[sl], "counterfactual_set": sets[sl]}),
+                       root / "data" / f"train-{k:05d}-of-00002-planted.parquet", row_group_size=rows_per_group)
+    return root
+
+def test_planted_social_counterfactuals_from_the_published_release_layout(planted, tmp_path):
+    "The same planted sets, read from parquet shards in the release's layout, give the folder layout's MaxSkew."
+    from PIL import Image
+    from vlbias_nb.papers.social_counterfactuals.intersectional_probing import segment_values
+    folder = C.read_social_counterfactuals(planted["roots"]["social_counterfactuals"])
+    A1, A2 = segment_values("race_gender")
+    a1 = [A1[c // len(A2)] for c in folder.code]; a2 = [A2[c % len(A2)] for c in folder.code]
+    caps = [f"A photo of a {x} {y} {o}" for x, y, o in zip(a1, a2, folder.subject)]
+    sets = [f"a_photo_of_race_gender_{o.replace(' ', '_')}_{s}_{c}" for o, s, c in zip(folder.subject, folder["set_index"], folder["candidate"])]
+    rel = _write_release(tmp_path / "release", folder.path.tolist(), caps, a1, a2, sets)
+    t, images, layout = C.social_counterfactuals_table(rel)
+    assert layout == "release" and len(t) == 144 and len(images) == 144
+    assert t.subject.tolist() == folder.subject.tolist() and t.code.tolist() == folder.code.tolist()
+    assert t["set_index"].nunique() == 12 and (t.groupby("set_index").code.nunique() == 12).all()
+    np.testing.assert_array_equal(np.asarray(images[143]), np.asarray(Image.open(folder.path[143]).convert("RGB")))
+    # the planted positions, keyed by the decoded images (what the release gives the model)
+    pos = {image_key(Image.open(p).convert("RGB")): planted["pos"][image_key(p)] for p in folder.path}
+    card = C.make_card("planted-card", tmp_path / "card", ["social_counterfactuals.maxskew"], {"social_counterfactuals": str(rel)},
+                       C.CardConfig(**CFG), model=C.PlantedCardModel(pos, name="planted-card"), cache=None)
+    m = card["measures"]["social_counterfactuals.maxskew.race_gender"]
+    _inside(m, math.log(4))
+    assert (m["k"], m["n"], m["n_items"]) == (12, 3, 144)
+    # a value outside the paper's attribute lists: one error naming the shard, row and value
+    import pyarrow as pa, pyarrow.parquet as pq
+    bad = tmp_path / "bad"; (bad / "data").mkdir(parents=True)
+    pq.write_table(pa.table({"image": [{"bytes": b"", "path": None}], "caption": ["A photo of a Martian male pilot"],
+                             "a1_type": ["race"], "a1": ["Martian"], "a2_type": ["gender"], "a2": ["male"],
+                             "counterfactual_set": ["x"]}), bad / "data" / "train-00000-of-00001-x.parquet")
+    with pytest.raises(ValueError, match=r"train-00000-of-00001-x.parquet#0: attribute values 'Martian', 'male'"):
+        C.read_social_counterfactuals_release(bad)
+
 def test_random_ranking_model_at_chance(planted, tmp_path):
     card = C.make_card("random-card", tmp_path, ["prompt_array.fairface", "social_counterfactuals.maxskew"], planted["roots"],
                        C.CardConfig(**CFG), model=C.PlantedCardModel(None, name="random-card"), cache=None)
@@ -153,6 +196,35 @@ def test_resume_skips_finished_measures(planted, tmp_path, monkeypatch):
     third = C.make_card("planted-card", tmp_path, ["social_counterfactuals.maxskew"], planted["roots"], cfg, model=other,
                         cache=None, resume=True)
     assert calls == [1] and third["tasks"]["social_counterfactuals.maxskew"] == "done"
+
+def test_resume_sees_a_data_set_edited_in_place(planted, tmp_path):
+    "--resume reruns a finished measure once its data changed: a label file edited in place (same size, same mtime), an image rewritten."
+    import os, shutil
+    ff = Path(shutil.copytree(planted["ff"], tmp_path / "fairface"))
+    roots = {"fairface": str(ff)}
+    model, cfg = C.PlantedCardModel(planted["pos"], name="planted-card"), C.CardConfig(**CFG)
+    first = C.make_card("planted-card", tmp_path / "card", ["prompt_array.fairface"], roots, cfg, model=model, cache=None)
+    assert first["tasks"]["prompt_array.fairface"] == "done"
+    again = C.make_card("planted-card", tmp_path / "card", ["prompt_array.fairface"], roots, cfg, model=model, cache=None, resume=True)
+    assert again["tasks"]["prompt_array.fairface"] == "resumed"
+    lab = ff / "fairface_label_val.csv"
+    st, text = lab.stat(), lab.read_text()
+    row = next(l for l in text.splitlines() if ",20-29," in l)
+    edited = text.replace(row, row.replace(",20-29,", ",30-39,"), 1)      # one face's age group changed, same length
+    assert len(edited) == len(text) and edited != text
+    lab.write_text(edited); os.utime(lab, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert (lab.stat().st_size, lab.stat().st_mtime_ns) == (st.st_size, st.st_mtime_ns)
+    third = C.make_card("planted-card", tmp_path / "card", ["prompt_array.fairface"], roots, cfg, model=model, cache=None, resume=True)
+    assert third["tasks"]["prompt_array.fairface"] == "done"               # rerun: the label file's bytes changed
+    assert third["measures"]["prompt_array.ndkl.age"]["value"] != first["measures"]["prompt_array.ndkl.age"]["value"]
+    assert third["measures"]["prompt_array.ndkl.gender"]["value"] == first["measures"]["prompt_array.ndkl.gender"]["value"]
+    again = C.make_card("planted-card", tmp_path / "card", ["prompt_array.fairface"], roots, cfg, model=model, cache=None, resume=True)
+    assert again["tasks"]["prompt_array.fairface"] == "resumed"
+    img = next(p for p in ff.rglob("*.jpg"))                               # an image rewritten with the same size
+    data = img.read_bytes(); img.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
+    os.utime(img, ns=(img.stat().st_atime_ns, img.stat().st_mtime_ns + 1_000_000))
+    fourth = C.make_card("planted-card", tmp_path / "card", ["prompt_array.fairface"], roots, cfg, model=model, cache=None, resume=True)
+    assert fourth["tasks"]["prompt_array.fairface"] == "done"
 
 def test_skipped_tasks_say_what_to_set(tmp_path):
     card = C.make_card("tiny-clip", tmp_path / "c", ["gab.text_bias", "prompt_array.fairface", "gensynth.coco"],
@@ -207,6 +279,53 @@ def test_local_folder_forms_load(tmp_path):
         vlm = C.load_card_model(name, device="cpu")
         e = vlm.encode_text(["a photo of a person"])
         np.testing.assert_allclose(e, m.encode_text(["a photo of a person"]), atol=1e-5)
+
+def _siglip_config_folder(d: Path) -> Path:
+    "A folder holding only a tiny SigLIP config.json and a tokenizer stand-in (no weights, no preprocessor config)."
+    from vlbias_nb.zoo.factory import tiny_hf_config, tiny_tokenizer
+    tok = tiny_tokenizer(); tok.save_pretrained(d)
+    tiny_hf_config("siglip", len(tok.vocab)).save_pretrained(d)
+    assert sorted(p.name for p in d.iterdir() if p.suffix in (".safetensors", ".bin")) == []
+    return d
+
+def test_unregistered_siglip_by_its_config(tmp_path, monkeypatch):
+    "A SigLIP nobody registered: family from config.json's model_type; random weights under VLBIAS_WEIGHTS=random; embeds."
+    from vlbias_nb.zoo.registry import HF_MODEL_TYPES
+    d = _siglip_config_folder(tmp_path / "my-siglip")
+    assert json.loads((d / "config.json").read_text())["model_type"] == "siglip"
+    r = C.resolve_card_model(f"local-dir:{d}")
+    assert (r["form"], r["family"], r["status"]) == ("local", "siglip", "missing") and "holds config.json but no weight file" in r["how"]
+    with pytest.raises(C.MissingWeightsError, match="holds no weight file"): C.load_card_model(f"local-dir:{d}", device="cpu")
+    # the same folder as an unregistered hub id's local copy ($VLBIAS_MODELS/<org>/<name>)
+    monkeypatch.setenv("VLBIAS_MODELS", str(tmp_path / "models"))
+    hub = _siglip_config_folder(tmp_path / "models" / "someorg" / "siglip-like")
+    m = C.normalise_model_name("someorg/siglip-like")
+    assert (m.form, m.kwargs) == ("transformers", {"family": "siglip"})
+    r = C.resolve_card_model("someorg/siglip-like")
+    assert r["status"] == "missing" and r["family"] == "siglip"
+    assert r["how"].startswith("Weights for model 'someorg/siglip-like' (transformers SiglipModel") and "downloading is turned off" in r["how"]
+    with pytest.raises(C.MissingWeightsError, match=r"^Weights for model 'someorg/siglip-like' \(transformers SiglipModel"):
+        C.load_card_model("someorg/siglip-like", device="cpu")         # the zoo's one message form, no network
+    monkeypatch.setenv("VLBIAS_WEIGHTS", "random")
+    texts = ["a photo of a doctor", "a photo of a nurse", "a photo of a doctor"]
+    for name in (f"local-dir:{d}", "someorg/siglip-like"):
+        assert C.resolve_card_model(name)["status"] == "random"
+        vlm = C.load_card_model(name, device="cpu", seed=5)
+        assert type(vlm.model).__name__ == "SiglipModel" and vlm.weights == "random" and vlm.spec.random_init
+        assert vlm.tokenize(texts)["input_ids"].shape == (3, 64)          # SigLIP's texts padded to the full 64 tokens
+        e = vlm.encode_text(texts)
+        assert e.shape == (3, 32)
+        np.testing.assert_allclose(np.linalg.norm(e, axis=1), 1, atol=1e-5); np.testing.assert_allclose(e[0], e[2], atol=1e-6)
+        assert np.abs(e[0] - e[1]).max() > 1e-3
+        i = vlm.encode_image([np.full((40, 30, 3), v, np.uint8) for v in (0, 200)])
+        assert i.shape == (2, 32); np.testing.assert_allclose(np.linalg.norm(i, axis=1), 1, atol=1e-5)
+    np.testing.assert_allclose(C.load_card_model(f"local-dir:{d}", device="cpu", seed=5).encode_text(texts), e, atol=1e-6)  # seed fixes weights
+    # an unknown model_type: one error naming it and the supported types
+    (d / "config.json").write_text(json.dumps({"model_type": "t5"}))
+    with pytest.raises(C.UnknownModelError) as err: C.resolve_card_model(f"local-dir:{d}")
+    assert "model_type 't5'" in str(err.value) and all(t in str(err.value) for t in HF_MODEL_TYPES)
+    (hub / "config.json").write_text(json.dumps({"model_type": "siglip2"}))
+    with pytest.raises(C.UnknownModelError, match="model_type 'siglip2': SigLIP 2 NaFlex"): C.normalise_model_name("someorg/siglip-like")
 
 def test_models_file_and_bad_input(tmp_path, capsys):
     f = tmp_path / "models.txt"
@@ -263,20 +382,28 @@ def test_planted_visogender_resolution_bias(tmp_path):
     _inside(m, math.log(2))
     assert m["n"] == t.occupation.nunique() == 2 and m["n_items"] == 8 and m["chance"] < math.log(2)
 
-def test_planted_gab_text_to_image(tmp_path):
+def test_planted_gab_text_to_image(tmp_path, monkeypatch):
     "GAB layout: every E2 image planted before every U2 image -> each E2 caption picks its E2 image (1.0), each U2 caption fails (0.0)."
     from vlbias_nb.data.rehearsal import make_gab_images
     from vlbias_nb.papers.gab.binding import scan_gab_images
     root = make_gab_images(tmp_path / "gab", n_items=2, n_activities=4, size=64)
     t = scan_gab_images(root)
     order = t.path[t.group == "E2"].tolist() + t.path[t.group != "E2"].tolist()
-    card = C.make_card("planted-card", tmp_path / "card", ["gab.binding"], {"gab": str(root)}, C.CardConfig(**CFG),
+    monkeypatch.setenv("VLBIAS_GAB_IMAGES", str(root))                  # found by its variable, no --data
+    assert C.task_status(C.CARD_TASKS["gab.binding"]) == (True, "") and C.dataset_root("gab") == root
+    card = C.make_card("planted-card", tmp_path / "card", ["gab.binding"], {}, C.CardConfig(**CFG),
                        model=C.PlantedCardModel(_positions(order)), cache=None)
     ms = card["measures"]
     _inside(ms["gab.t2i.E2"], 1.0); _inside(ms["gab.t2i.U2"], 0.0)
     assert ms["gab.t2i.E2"]["n"] == 4 and ms["gab.t2i.E2"]["chance"] == 0.5
     assert {"gab.i2t.E2.two", "gab.i2t.U2.two", "gab.binding_drop"} <= set(ms)
-    assert C.task_status(C.CARD_TASKS["gab.binding"], {"gab": str(tmp_path / "none")})[1].endswith("pass --data gab=DIR")
+    monkeypatch.setenv("VLBIAS_GAB_IMAGES", str(tmp_path / "none"))
+    ok, why = C.task_status(C.CARD_TASKS["gab.binding"])
+    assert not ok and why.startswith("skipped: needs GAB image groups") and why.endswith("set VLBIAS_GAB_IMAGES (or --data gab=DIR)")
+    assert str(tmp_path / "none") in why
+    monkeypatch.delenv("VLBIAS_GAB_IMAGES")
+    from vlbias_nb.paths import data_root
+    assert C.dataset_root("gab") == data_root() / "gab" / "images"
 
 def test_missing_weights_refused_before_work(tmp_path, capsys):
     "A known model whose weights are not here is refused before any task runs, with the zoo's message form."

@@ -9,16 +9,17 @@ from pathlib import Path
 from contextlib import contextmanager
 
 # %% auto #0
-__all__ = ['DATA_ENV', 'INPUT_LOG_ENV', 'DATASET_ENVS', 'GENERATED_ENV', 'ALLOW_DOWNLOAD_ENV', 'OFFLINE_ENVS', 'DOWNLOADS_ENV',
-           'MODELS_ENV', 'CACHE_ENV', 'VERIFY_ENV', 'WEIGHTS_ENV', 'MODEL_LOG_ENV', 'WEIGHTS_MODES', 'REHEARSAL_MARKER',
-           'REHEARSAL_DATA_ENV', 'REHEARSAL_SET_ENV', 'STAGE_LOG_ENV', 'MissingDataError', 'record_input',
-           'in_checkout', 'project_root', 'data_root', 'shared_path', 'has_shared', 'dataset_folder',
+__all__ = ['DATA_ENV', 'INPUT_LOG_ENV', 'DATASET_ENVS', 'GENERATED_ENV', 'GAB_IMAGES_ENV', 'ALLOW_DOWNLOAD_ENV', 'OFFLINE_ENVS',
+           'DOWNLOADS_ENV', 'MODELS_ENV', 'CACHE_ENV', 'VERIFY_ENV', 'WEIGHTS_ENV', 'MODEL_LOG_ENV', 'WEIGHTS_MODES',
+           'REHEARSAL_MARKER', 'REHEARSAL_DATA_ENV', 'REHEARSAL_SET_ENV', 'STAGE_LOG_ENV', 'MissingDataError',
+           'record_input', 'in_checkout', 'project_root', 'data_root', 'shared_path', 'has_shared', 'dataset_folder',
            'resolve_data_root', 'InputFormatError', 'read_text_input', 'read_json_input', 'read_jsonl_input',
            'read_csv_input', 'current_umask', 'process_tag', 'atomic_path', 'write_text_atomic', 'write_json_atomic',
-           'stale_part_files', 'default_out_dir', 'save_table', 'save_figure', 'generation_folder', 'offline_env',
-           'downloads_allowed', 'download_refusal', 'env_value', 'env_path', 'downloads_dir', 'models_root',
-           'embedding_cache_root', 'verify_generated', 'download_policy', 'weights_mode', 'weights_policy',
-           'append_record', 'record_model', 'is_rehearsal_data', 'rehearsal_run', 'rehearsal_data_root', 'record_stage']
+           'stale_part_files', 'default_out_dir', 'save_table', 'save_figure', 'generation_folder', 'gab_images_folder',
+           'offline_env', 'downloads_allowed', 'download_refusal', 'env_value', 'env_path', 'downloads_dir',
+           'models_root', 'embedding_cache_root', 'verify_generated', 'download_policy', 'weights_mode',
+           'weights_policy', 'append_record', 'record_model', 'is_rehearsal_data', 'rehearsal_run',
+           'rehearsal_data_root', 'record_stage']
 
 # %% ../nbs/00_paths.ipynb #9d5b375b
 DATA_ENV = "VLBIAS_DATA"
@@ -260,6 +261,14 @@ def generation_folder(value, name: str, out_dir) -> Path:
         env = os.environ.get(GENERATED_ENV)
         return (Path(env).expanduser() if env else project_root() / ".cache" / "generated") / name
     return Path(value).expanduser()
+
+# %% ../nbs/00_paths.ipynb #401d6291
+GAB_IMAGES_ENV = "VLBIAS_GAB_IMAGES"
+
+def gab_images_folder() -> Path:
+    "Folder of GAB's image groups: `$VLBIAS_GAB_IMAGES` if set, else `<shared data>/gab/images`."
+    v = (os.environ.get(GAB_IMAGES_ENV) or "").strip()
+    return Path(v).expanduser() if v else data_root() / "gab" / "images"
 
 # %% ../nbs/00_paths.ipynb #03aa210c
 ALLOW_DOWNLOAD_ENV = "VLBIAS_ALLOW_DOWNLOAD"

@@ -15,12 +15,12 @@ from .resources import RESOURCES, read_resource_csv, resource_path
 # %% auto #0
 __all__ = ['OUTPUT_KINDS', 'COMPARABILITY_REASONS', 'ITEM_COLUMNS', 'LEDGER_STATUSES', 'LEDGER_COLUMNS', 'LEDGER_REASONS',
            'PAPER_VALUE_COLUMNS', 'PAPER_VALUE_KEYS', 'COMPARISON_COLUMNS', 'STATUS_COLOURS', 'ITEM_STATUSES',
-           'ITEM_PRIORITY', 'random_weight_model', 'output_kind', 'output_label', 'table_html', 'with_comparability',
-           'show_table', 'figure_png', 'figure_image', 'show_figure', 'papers', 'paper_items',
+           'ITEM_PRIORITY', 'RECORDED_PACKAGES', 'random_weight_model', 'output_kind', 'output_label', 'table_html',
+           'with_comparability', 'show_table', 'figure_png', 'figure_image', 'show_figure', 'papers', 'paper_items',
            'with_ledger_comparability', 'Ledger', 'paper_values', 'compare_with_paper', 'ledger_row_text',
            'ledger_html', 'published_ledgers', 'item_status', 'ledger_by_item', 'ledger_summary', 'summary_markdown',
            'plot_item_status', 'reproduced_rows', 'plot_paper_vs_ours', 'item_table_html', 'show_ledger_overview',
-           'show_paper_ledger']
+           'show_paper_ledger', 'library_versions', 'git_state', 'device_record', 'environment_record']
 
 # %% ../nbs/18_report.ipynb #d0696b0e
 OUTPUT_KINDS = {
@@ -546,3 +546,53 @@ def show_ledger_overview(rows: pd.DataFrame, by_item: pd.DataFrame):
 def show_paper_ledger(by_item: pd.DataFrame, paper_name: str, analyses_href: str = "analyses/{analysis}.html"):
     "Display the ledger of one paper: one row per item."
     _display_html(item_table_html(by_item, paper_name, analyses_href))
+
+# %% ../nbs/18_report.ipynb #30436fe8
+RECORDED_PACKAGES = ("numpy", "pandas", "scipy", "scikit-learn", "torch", "torchvision", "open_clip_torch", "transformers",
+                     "diffusers", "accelerate", "sentence-transformers", "papermill", "nbformat", "matplotlib")
+
+def library_versions(packages: tuple = RECORDED_PACKAGES, # distribution names whose installed versions are recorded
+                    ) -> dict:
+    "Versions of Python, `packages` (None when not installed), torch's CUDA build and cuDNN."
+    import platform
+    from importlib.metadata import version, PackageNotFoundError
+    out = {"python": platform.python_version()}
+    for p in packages:
+        try: out[p] = version(p)
+        except PackageNotFoundError: out[p] = None
+    import torch
+    out["cuda"], out["cudnn"] = torch.version.cuda, torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    return out
+
+# %% ../nbs/18_report.ipynb #7341231f
+def git_state(root=None,         # the checkout (default: the project's)
+              pathspec: tuple = (), # git pathspec limiting what counts as changed, e.g. ("--", ".", ":(exclude)figures")
+             ) -> tuple[str | None, bool | None]:
+    "`(commit, dirty)` of the checkout at `root` (tracked files within `pathspec` changed?); `(None, None)` outside a git checkout."
+    import subprocess
+    root = Path(root or project_root())
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=20)
+        if head.returncode: return None, None
+        st = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no", *pathspec],
+                            capture_output=True, text=True, timeout=60)
+        return head.stdout.strip(), bool(st.stdout.strip()) if st.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError): return None, None
+
+def device_record(requested: str | None = None, # the device asked for (None or "auto": CUDA when there is one)
+                 ) -> dict:
+    "The device a run asked for and what torch gives it here (GPU name and count when there is one)."
+    import torch
+    cuda = torch.cuda.is_available()
+    used = ("cuda" if cuda else "cpu") if requested in (None, "auto") else requested
+    return {"requested": requested, "used": used, "cuda_available": cuda,
+            "gpu": torch.cuda.get_device_name(0) if cuda else None, "gpus": torch.cuda.device_count() if cuda else 0}
+
+def environment_record(device: str | None = None, # the device asked for
+                       pathspec: tuple = (),      # passed to `git_state`
+                       root=None,                 # the checkout (default: the project's)
+                      ) -> dict:
+    "`{vlbias_nb, packages, git_commit, git_dirty, device}`: where a run ran (see above)."
+    commit, dirty = git_state(root, pathspec)
+    return dict(vlbias_nb=vlbias_nb.__version__, packages=library_versions(), git_commit=commit, git_dirty=dirty,
+                device=device_record(device))

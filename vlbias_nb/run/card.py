@@ -13,25 +13,26 @@ import pandas as pd
 from tqdm.auto import tqdm
 from ..paths import (MissingDataError, DATASET_ENVS, GENERATED_ENV, DOWNLOADS_ENV, dataset_folder, data_root,
                              downloads_dir, downloads_allowed, write_json_atomic, write_text_atomic, weights_mode, project_root,
-                             env_path, in_checkout)
+                             env_path, in_checkout, GAB_IMAGES_ENV, gab_images_folder)
 from ..resources import read_resource_csv, read_resource_json, resource_path
 from ..seeds import derive_seed
 from ..metrics import bootstrap_ci, random_ranking_level
-from ..report import paper_values, random_weight_model
+from ..report import paper_values, random_weight_model, environment_record
 from ..zoo.registry import (MODEL_REGISTRY, OPENAI_CLIP_ALIASES, HF_MODEL_TYPES, HF_MODEL_CLASSES, ModelSpec,
-                                    UnknownModelError, MissingWeightsError, resolve_model)
+                                    UnknownModelError, MissingWeightsError, resolve_model, hf_family)
 from ..methods.embedding_cache import EmbeddingCache, image_key, json_digest
 
 # %% auto #0
-__all__ = ['CARD_FORMS', 'CARD_DATASETS', 'MEASURE_FIELDS', 'SC_KEY', 'CARD_TASKS', 'NOT_YET_TASKS', 'SCHEMA_VERSION',
-           'CARD_SCHEMA', 'CARD_PACKAGES', 'SITE_CARDS', 'RESERVED_CARD_PAGES', 'ModelName', 'normalise_model_name',
-           'resolve_card_model', 'load_card_model', 'PlantedCardModel', 'CardTask', 'CardDataset', 'dataset_root',
-           'dataset_fingerprint', 'CardConfig', 'CardContext', 'measure_row', 'paper_model_name', 'paper_number',
-           'gab_text_bias', 'gab_binding', 'prompt_array_fairface', 'read_social_counterfactuals',
-           'social_counterfactuals_maxskew', 'prompt_array_harmful', 'visogender_bias', 'pata_bias', 'gensynth_coco',
-           'zero_shot_cifar', 'zero_shot_imagenet', 'flickr30k_recall', 'coco_recall', 'task_status', 'model_record',
-           'environment_record', 'run_tasks', 'card_schema', 'validate_card', 'build_card', 'card_figure',
-           'card_table_lines', 'card_skipped_lines', 'card_markdown', 'write_card_outputs', 'make_card',
+__all__ = ['CARD_FORMS', 'CARD_DATASETS', 'MEASURE_FIELDS', 'SC_KEY', 'SC_RELEASE_COLUMNS', 'CARD_TASKS', 'NOT_YET_TASKS',
+           'SCHEMA_VERSION', 'CARD_SCHEMA', 'LABEL_SUFFIXES', 'SITE_CARDS', 'RESERVED_CARD_PAGES', 'ModelName',
+           'normalise_model_name', 'resolve_card_model', 'load_card_model', 'PlantedCardModel', 'CardTask',
+           'CardDataset', 'dataset_root', 'dataset_fingerprint', 'CardConfig', 'CardContext', 'measure_row',
+           'paper_model_name', 'paper_number', 'gab_text_bias', 'gab_binding', 'prompt_array_fairface',
+           'read_social_counterfactuals', 'released_shards', 'read_social_counterfactuals_release', 'ReleasedImages',
+           'social_counterfactuals_table', 'social_counterfactuals_maxskew', 'prompt_array_harmful', 'visogender_bias',
+           'pata_bias', 'gensynth_coco', 'zero_shot_cifar', 'zero_shot_imagenet', 'flickr30k_recall', 'coco_recall',
+           'task_status', 'model_record', 'data_state', 'run_tasks', 'card_schema', 'validate_card', 'build_card',
+           'card_figure', 'card_table_lines', 'card_skipped_lines', 'card_markdown', 'write_card_outputs', 'make_card',
            'CardInputError', 'find_cards', 'leaderboard', 'bias_accuracy_figure', 'compare_cards', 'card_slug',
            'card_provenance', 'card_page_markdown', 'publish_card', 'leaderboard_page_markdown', 'publish_leaderboard',
            'process_rank', 'shard_models', 'card_parser', 'read_models_file', 'check_card_args', 'torch_cuda_count',
@@ -60,12 +61,7 @@ def _hub_family(repo: str) -> tuple[str | None, str]:
     from vlbias_nb.zoo.weights import hf_local_folder, hub_endpoint
     d = hf_local_folder(repo, "config.json")
     if d is None: return None, f"{hub_endpoint()}/{repo}/resolve/main/config.json (to read the model family), then the weights"
-    mt = json.loads((Path(d) / "config.json").read_text()).get("model_type")
-    fam = HF_MODEL_TYPES.get(mt)
-    if fam is None:
-        raise UnknownModelError(f"Model {repo!r}: its config.json says model_type {mt!r}, which the zoo cannot load as a "
-                                f"vision-language model (it loads {sorted(HF_MODEL_TYPES)}).")
-    return fam, ""
+    return hf_family(json.loads((Path(d) / "config.json").read_text()).get("model_type"), repo), ""
 
 # %% ../../nbs/run/03_card.ipynb #f38123f0
 def _open_clip_arch(a: str) -> bool:
@@ -124,7 +120,7 @@ def resolve_card_model(given: str) -> dict:
         return {**out, "status": st, "where": None, "how": how}
     if spec.checkpoint and m.form == "clip_benchmark":
         return {**out, "status": "present", "where": spec.checkpoint, "how": ""}
-    a = model_availability(m.name if m.form != "local" else m.name)
+    a = model_availability(m.name, family=kw.get("family"))
     return {**out, "status": a["status"], "where": a["where"], "how": a["how"]}
 
 # %% ../../nbs/run/03_card.ipynb #b50c1017
@@ -138,8 +134,7 @@ def load_card_model(given: str, device: str = "auto", seed: int = 0):
         from vlbias_nb.zoo.weights import load_from_hub
         mt = load_from_hub(m.name, "transformers vision-language model (family from its config.json)",
                            lambda src, local: PretrainedConfig.get_config_dict(src, local_files_only=local)[0].get("model_type"))
-        if mt not in HF_MODEL_TYPES: raise UnknownModelError(f"Model {given!r}: model_type {mt!r} is not a vision-language model the zoo loads.")
-        kw = {"family": HF_MODEL_TYPES[mt]}
+        kw = {"family": hf_family(mt, given)}
     return load_model(m.name, device=device, seed=seed, **kw)
 
 # %% ../../nbs/run/03_card.ipynb #93dd44ce
@@ -204,15 +199,17 @@ CARD_DATASETS = {
                         "annotations/captions_val2017.json and val2017/"),
     "social_counterfactuals": CardDataset("SocialCounterfactuals sets", GENERATED_ENV,
                                           lambda: (env_path(GENERATED_ENV) or project_root() / ".cache" / "generated") / "social_counterfactuals",
-                                          lambda p: (p / "images").is_dir() and any((p / "images").glob("s*_c*_*.*")),
-                                          "images/s<set>_<prefix>_<segment>_<occupation>_c<candidate>_<position>.png"),
+                                          lambda p: ((p / "images").is_dir() and any((p / "images").glob("s*_c*_*.*")))
+                                                    or bool(released_shards(p)),
+                                          "the authors' release (a local copy of the hub data set Intel/SocialCounterfactuals: "
+                                          "data/train-*.parquet) or images/s<set>_<prefix>_<segment>_<occupation>_c<candidate>_<position>.png"),
     "cifar10": CardDataset("CIFAR-10 test", DATASET_ENVS["cifar10"], lambda: dataset_folder("cifar10"),
                            lambda p: (p / "cifar-10-batches-py" / "test_batch").is_file(), "cifar-10-batches-py/"),
     "cifar100": CardDataset("CIFAR-100 test", DATASET_ENVS["cifar100"], lambda: dataset_folder("cifar100"),
                             lambda p: (p / "cifar-100-python" / "test").is_file(), "cifar-100-python/"),
     "flickr30k": CardDataset("Flickr30K test", DATASET_ENVS["flickr30k"], lambda: dataset_folder("flickr30k"),
                              lambda p: (p / "dataset_flickr30k.json").is_file(), "dataset_flickr30k.json and flickr30k-images/"),
-    "gab": CardDataset("GAB image groups", None, lambda: data_root() / "gab" / "images",
+    "gab": CardDataset("GAB image groups", GAB_IMAGES_ENV, gab_images_folder,
                        lambda p: p.is_dir() and any(p.glob("*/Phaze-*/*/*")),
                        "<source>/Phaze-<n>/<activity>/<Man|Woman|Man Woman|Woman Man>/<k>.png"),
     "imagenet": CardDataset("ImageNet val", DATASET_ENVS["imagenet"], lambda: dataset_folder("imagenet"),
@@ -239,7 +236,7 @@ def dataset_fingerprint(root, label_files: Sequence[str] = (), image_glob: str =
     "SHA-256 (first 16 hex digits) of the `label_files`' bytes and of the names and sizes of the files under `root`."
     root, h = Path(root), hashlib.sha256()
     for f in label_files: h.update(f.encode() + b"\0" + (root / f).read_bytes())
-    for p in sorted(q for q in root.glob(image_glob) if q.is_file() and q.suffix.lower() in (".jpg", ".jpeg", ".png")):
+    for p in sorted(q for q in root.glob(image_glob) if q.is_file() and q.suffix.lower() in (".jpg", ".jpeg", ".png", ".parquet")):
         h.update(f"{p.relative_to(root)}\0{p.stat().st_size}\n".encode())
     return h.hexdigest()[:16]
 
@@ -460,6 +457,93 @@ def read_social_counterfactuals(root) -> pd.DataFrame:
     if not rows: raise MissingDataError(f"No counterfactual-set images named s<set>_<prefix>_<segment>_<occupation>_c<candidate>_<position> in {root}/images.")
     return pd.DataFrame(rows)
 
+# %% ../../nbs/run/03_card.ipynb #1c85e5e4
+SC_RELEASE_COLUMNS = ("image", "caption", "a1_type", "a1", "a2_type", "a2", "counterfactual_set")  # Intel/SocialCounterfactuals
+
+def released_shards(root) -> list[Path]:
+    "The parquet shards of a local copy of the published release (`data/*.parquet`, else `*.parquet`), sorted."
+    root = Path(root)
+    return sorted(root.glob("data/*.parquet")) or sorted(root.glob("*.parquet"))
+
+def _release_type(t, where: str) -> str:
+    "The attribute type (race, gender, physical) a released `a*_type` value names."
+    from vlbias_nb.papers.social_counterfactuals.counterfactual_captions import ATTRIBUTES
+    k = str(t).strip().lower().replace(" ", "_")
+    for name in ATTRIBUTES:
+        if k.startswith(name): return name
+    raise ValueError(f"{where}: attribute type {t!r} is not one of {list(ATTRIBUTES)}")
+
+# %% ../../nbs/run/03_card.ipynb #bd723aaf
+def read_social_counterfactuals_release(root) -> pd.DataFrame:
+    """One row per image of the published release's parquet shards under `root`: the columns of
+    `read_social_counterfactuals`, `path` being `<shard>#<row>` (decoded by `ReleasedImages`) and `caption` added."""
+    import pyarrow.parquet as pq
+    from vlbias_nb.papers.social_counterfactuals.counterfactual_captions import SEGMENTS
+    from vlbias_nb.papers.social_counterfactuals.intersectional_probing import segment_values
+    shards, frames = released_shards(root), []
+    if not shards: raise MissingDataError(f"No parquet shards of the SocialCounterfactuals release (data/*.parquet) in {root}.")
+    for f in shards:
+        names = pq.ParquetFile(f).schema_arrow.names
+        miss = [c for c in SC_RELEASE_COLUMNS if c not in names]
+        if miss: raise ValueError(f"{f}: not a SocialCounterfactuals release shard: columns {miss} missing (it has {names})")
+        d = pq.read_table(f, columns=[c for c in SC_RELEASE_COLUMNS if c != "image"]).to_pandas()
+        d["path"] = [f"{f}#{i}" for i in range(len(d))]
+        frames.append(d)
+    d = pd.concat(frames, ignore_index=True)
+    rows = []
+    for r in d.itertuples(index=False):
+        t1, t2 = _release_type(r.a1_type, r.path), _release_type(r.a2_type, r.path)
+        seg = f"{t1}_{t2}"
+        if seg not in SEGMENTS: raise ValueError(f"{r.path}: attribute types {t1} × {t2} are not a segment ({list(SEGMENTS)})")
+        A1, A2 = segment_values(seg)
+        if r.a1 not in A1 or r.a2 not in A2:
+            raise ValueError(f"{r.path}: attribute values {r.a1!r}, {r.a2!r} are not {t1} × {t2} values of the paper ({A1} × {A2})")
+        cap = str(r.caption)
+        if f" {r.a2} " not in f" {cap} ": raise ValueError(f"{r.path}: caption {cap!r} does not name {r.a2!r}")
+        pos = A1.index(r.a1) * len(A2) + A2.index(r.a2)
+        rows.append(dict(path=r.path, set_name=str(r.counterfactual_set), segment=seg,
+                         subject=f" {cap} ".split(f" {r.a2} ", 1)[1].strip().rstrip("."), candidate=0, position=pos,
+                         a1=r.a1, a2=r.a2, code=pos, caption=cap))
+    t = pd.DataFrame(rows)
+    t.insert(1, "set_index", pd.factorize(t.set_name, sort=True)[0])
+    return t.drop(columns="set_name")
+
+class ReleasedImages:
+    "The images of release rows `paths` (`<shard>#<row>`), decoded on indexing; one row group of one shard is kept read."
+    def __init__(self, paths: Sequence[str]):
+        self.items = [(p.rsplit("#", 1)[0], int(p.rsplit("#", 1)[1])) for p in paths]
+        self._group, self._shards = (None, None, None), {}  # (shard, row group, its image column); shard -> (file, row-group starts)
+    def __len__(self): return len(self.items)
+    def __getstate__(self): return {"items": self.items}      # open files and decoded groups stay with their process
+    def __setstate__(self, d): self.__init__([f"{s}#{r}" for s, r in d["items"]])
+    def _shard(self, shard: str):
+        if shard not in self._shards:
+            import pyarrow.parquet as pq
+            pf = pq.ParquetFile(shard)
+            self._shards[shard] = (pf, np.cumsum([0] + [pf.metadata.row_group(g).num_rows for g in range(pf.num_row_groups)]))
+        return self._shards[shard]
+    def _image_bytes(self, shard: str, row: int) -> bytes:
+        pf, starts = self._shard(shard)
+        g = int(np.searchsorted(starts, row, side="right")) - 1
+        if not 0 <= row < starts[-1]: raise IndexError(f"{shard}: no row {row} (it has {int(starts[-1])})")
+        if self._group[:2] != (shard, g): self._group = (shard, g, pf.read_row_group(g, columns=["image"]).column("image").to_pylist())
+        x = self._group[2][row - int(starts[g])]
+        return x["bytes"] if isinstance(x, dict) else x
+    def __getitem__(self, i):
+        import io
+        from PIL import Image
+        shard, row = self.items[i]
+        try: return Image.open(io.BytesIO(self._image_bytes(shard, row))).convert("RGB")
+        except OSError as e: raise ValueError(f"{shard}#{row}: the image bytes cannot be read ({e})") from e
+
+def social_counterfactuals_table(root) -> tuple[pd.DataFrame, Sequence, str]:
+    "`(rows, images, layout)` of the SocialCounterfactuals copy at `root`: the project's folder layout, else the published release."
+    if (Path(root) / "images").is_dir() and any((Path(root) / "images").glob("s*_c*_*.*")):
+        t = read_social_counterfactuals(root)
+        return t, t.path.tolist(), "folder"
+    t = read_social_counterfactuals_release(root)
+    return t, ReleasedImages(t.path.tolist()), "release"
+
 # %% ../../nbs/run/03_card.ipynb #901fa1ab
 def social_counterfactuals_maxskew(ctx: CardContext) -> list[dict]:
     "SocialCounterfactuals §4.1, Fig. 3: mean MaxSkew@K over occupations, per segment, K = |A1|·|A2|."
@@ -467,9 +551,9 @@ def social_counterfactuals_maxskew(ctx: CardContext) -> list[dict]:
     from vlbias_nb.papers.social_counterfactuals.intersectional_probing import (averaged_text_embeddings, intersectional_max_skew,
                                                                               max_skew_chance, segment_values)
     cfg, root = ctx.config, ctx.root("social_counterfactuals")
-    t = read_social_counterfactuals(root)
-    fp = dataset_fingerprint(root, [], "images/*")
-    img = ctx.image_embeddings("social_counterfactuals", t.path.tolist())
+    t, images, layout = social_counterfactuals_table(root)
+    fp = dataset_fingerprint(root, [], "images/*") if layout == "folder" else dataset_fingerprint(root, [], "**/*.parquet")
+    img = ctx.image_embeddings("social_counterfactuals", images)
     rows = []
     for seg, g in t.groupby("segment", sort=True):
         A1, A2 = segment_values(seg); K = len(A1) * len(A2)
@@ -733,36 +817,37 @@ def model_record(model, given: str, resolved: dict | None = None) -> dict:
                 comparable=not random_w, reason=reason, identity=ident)
 
 # %% ../../nbs/run/03_card.ipynb #b944edfc
-CARD_PACKAGES = ("numpy", "scipy", "torch", "torchvision", "open_clip_torch", "transformers", "pandas")
-
-def environment_record(device: str | None = None) -> dict:
-    """Package versions, git commit (and whether tracked files changed) and device of this run (as `run.json` records
-    them; `run.runner` is not imported here: it dispatches `vlbias card` to this module)."""
-    import platform, subprocess, torch
-    from importlib.metadata import version, PackageNotFoundError
-    from vlbias_nb import __version__
-    def v(p):
-        try: return version(p)
-        except PackageNotFoundError: return None
-    git = lambda *a: subprocess.run(["git", "-C", str(project_root()), *a], capture_output=True, text=True, timeout=30)
-    try: head, st = git("rev-parse", "HEAD"), git("status", "--porcelain", "--untracked-files=no")
-    except (OSError, subprocess.SubprocessError): head = st = None
-    commit = head.stdout.strip() if head is not None and head.returncode == 0 else None
-    cuda = torch.cuda.is_available()
-    used = ("cuda" if cuda else "cpu") if device in (None, "auto") else device
-    return dict(vlbias_nb=__version__, packages={"python": platform.python_version(), **{p: v(p) for p in CARD_PACKAGES},
-                                                 "cuda": torch.version.cuda},
-                git_commit=commit, git_dirty=bool(st.stdout.strip()) if commit and st.returncode == 0 else None,
-                device=dict(requested=device or "auto", used=used, gpu=torch.cuda.get_device_name(0) if cuda else None))
+def _environment(device: str | None) -> dict:
+    """Where a card was made: `vlbias_nb.report.environment_record` (package versions, git commit, device), the one
+    implementation `run.json` records too; like a run, what publishing writes does not make the checkout dirty."""
+    from vlbias_nb.run.site import unpublished_pathspec
+    return environment_record(device, pathspec=unpublished_pathspec(), root=project_root())
 
 # %% ../../nbs/run/03_card.ipynb #5f8c6a3d
 def _slug(s: str) -> str: return re.sub(r"[^A-Za-z0-9._-]+", "_", s).strip("_")[:100] or "model"
 
 def _task_file(out_dir: Path, task: str) -> Path: return Path(out_dir) / "measures" / f"{task}.json"
 
+LABEL_SUFFIXES = (".csv", ".json", ".jsonl", ".tsv", ".txt", ".lst")   # read by content in `data_state`
+
+def data_state(root, # a data set's folder (or file)
+               max_label_bytes: int = 64 << 20, # label files up to this size are hashed by content
+              ) -> str:
+    """SHA-256 (16 hex digits) of what a data set folder holds now: every file's path, size and `mtime_ns`, and the
+    bytes of its label files (`LABEL_SUFFIXES`), so an in-place edit is seen even when it keeps the size and time."""
+    root, h = Path(root), hashlib.sha256()
+    files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else []
+    for p in files:
+        st = p.stat()
+        h.update(f"{p.relative_to(root) if p != root else p.name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+        if p.suffix.lower() in LABEL_SUFFIXES and st.st_size <= max_label_bytes: h.update(hashlib.sha256(p.read_bytes()).digest())
+    return h.hexdigest()[:16]
+
 def _data_key(task: CardTask, roots: dict) -> str | None:
-    "What --resume compares of a task's data: its folder (a changed folder content is not detected: rerun without --resume)."
-    return None if task.dataset is None else str(dataset_root(task.dataset, roots).resolve())
+    "What --resume compares of a task's data: its folder and `data_state` of what it holds."
+    if task.dataset is None: return None
+    root = dataset_root(task.dataset, roots).resolve()
+    return f"{root}@{data_state(root)}"
 
 def run_tasks(ctx: CardContext, out_dir, only: Sequence[str] | None = None, resume: bool = False, log=print) -> dict:
     "Run every task of `only` (default all) whose data is present into `out_dir/measures/`; `{task: status}`."
@@ -920,7 +1005,7 @@ def make_card(given: str, # the model name, any form (`normalise_model_name`)
     cache = EmbeddingCache() if cache is True else (cache or None)
     ctx = CardContext(model, getattr(model, "name", given), dict(roots or {}), config, cache)
     status = run_tasks(ctx, out_dir, only, resume)
-    card = build_card(out_dir, model_record(model, given, resolved), environment_record(device), status, roots)
+    card = build_card(out_dir, model_record(model, given, resolved), _environment(device), status, roots)
     write_card_outputs(card, out_dir)
     return card
 

@@ -14,22 +14,22 @@ from ..paths import (env_path, env_value, project_root, in_checkout, write_json_
                              dataset_folder, generation_folder, DATA_ENV, DATASET_ENVS, INPUT_LOG_ENV, MissingDataError,
                              WEIGHTS_ENV, MODEL_LOG_ENV, REHEARSAL_SET_ENV, STAGE_LOG_ENV, weights_mode)
 from ..stages import read_stage_log, summarise_stages
+from ..report import environment_record
 from .profiles import PROFILES, profile_overrides, profile_names, profile_setting
 
 # %% auto #0
 __all__ = ['PARAMETER_KINDS', 'PATH_KINDS', 'MODEL_KINDS', 'OFFLINE_MODELS', 'INPUT_ENVS', 'OUTPUT_ENVS', 'SMALL_INPUT',
-           'RECORDED_PACKAGES', 'EXIT_INPUT', 'EXIT_ENVIRONMENT', 'EXIT_BUSY', 'EXIT_INTERRUPTED', 'GENERATION_JOBS',
-           'GENERATION_INPUTS', 'analyses_dir', 'notebook_name', 'analysis_notebooks', 'ParameterError', 'Parameter',
-           'parse_declarations', 'parameters_cell', 'notebook_parameters', 'coerce_parameter', 'check_parameter_value',
-           'resolve_parameters', 'MissingInputError', 'InputCheck', 'folder_size', 'environment_warnings',
-           'check_inputs', 'rehearsal_folder', 'PreparedRun', 'missing_inputs_message', 'prepare_run', 'resolve_source',
-           'input_fingerprint', 'declared_sources', 'logged_sources', 'weights_record', 'file_md5', 'file_sha256',
-           'notebook_source_md5', 'package_version', 'git_state', 'library_versions', 'device_record', 'run_key',
-           'run_fingerprint', 'run_record', 'OutputBusyError', 'RunEnvironmentError', 'RunInterrupted', 'output_lock',
-           'new_staging', 'describe_os_error', 'check_output_folder', 'NotebookFailed', 'is_up_to_date', 'RunLog',
-           'write_notebook_html', 'profile_environment', 'rehearsal_record', 'stage_record', 'run_notebook',
-           'figures_dir', 'publish_outputs', 'publish_site', 'reproduce', 'check_notebooks', 'format_check',
-           'format_parameters', 'main', 'notebook_defaults', 'generate']
+           'EXIT_INPUT', 'EXIT_ENVIRONMENT', 'EXIT_BUSY', 'EXIT_INTERRUPTED', 'GENERATION_JOBS', 'GENERATION_INPUTS',
+           'analyses_dir', 'notebook_name', 'analysis_notebooks', 'ParameterError', 'Parameter', 'parse_declarations',
+           'parameters_cell', 'notebook_parameters', 'coerce_parameter', 'check_parameter_value', 'resolve_parameters',
+           'MissingInputError', 'InputCheck', 'folder_size', 'environment_warnings', 'check_inputs', 'rehearsal_folder',
+           'PreparedRun', 'missing_inputs_message', 'prepare_run', 'resolve_source', 'input_fingerprint',
+           'declared_sources', 'logged_sources', 'weights_record', 'file_md5', 'file_sha256', 'notebook_source_md5',
+           'package_version', 'run_key', 'run_fingerprint', 'run_record', 'OutputBusyError', 'RunEnvironmentError',
+           'RunInterrupted', 'output_lock', 'new_staging', 'describe_os_error', 'check_output_folder', 'NotebookFailed',
+           'is_up_to_date', 'RunLog', 'write_notebook_html', 'profile_environment', 'rehearsal_record', 'stage_record',
+           'run_notebook', 'figures_dir', 'publish_outputs', 'publish_site', 'reproduce', 'check_notebooks',
+           'format_check', 'format_parameters', 'main', 'notebook_defaults', 'generate']
 
 # %% ../../nbs/run/01_runner.ipynb #b2477762
 def analyses_dir() -> Path:
@@ -580,50 +580,10 @@ def notebook_source_md5(path) -> str:
     return hashlib.md5(json.dumps(cells).encode()).hexdigest()
 
 # %% ../../nbs/run/01_runner.ipynb #2dc0a42b
-RECORDED_PACKAGES = ("numpy", "pandas", "scipy", "scikit-learn", "torch", "torchvision", "open_clip_torch", "transformers",
-                     "diffusers", "accelerate", "sentence-transformers", "papermill", "nbformat", "matplotlib")
-
 def package_version() -> str:
     "The version of this package."
     from vlbias_nb import __version__
     return __version__
-
-# %% ../../nbs/run/01_runner.ipynb #bbc3221e
-def git_state(root=None) -> tuple[str | None, bool | None]:
-    "`(commit, dirty)` of the checkout at `root` (tracked files changed?); `(None, None)` outside a git checkout."
-    import subprocess
-    root = Path(root or project_root())
-    try:
-        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=20)
-        if head.returncode: return None, None
-        from vlbias_nb.run.site import unpublished_pathspec         # what --publish writes does not make a run dirty
-        st = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no", *unpublished_pathspec()],
-                            capture_output=True, text=True, timeout=60)
-        return head.stdout.strip(), bool(st.stdout.strip()) if st.returncode == 0 else None
-    except (OSError, subprocess.SubprocessError): return None, None
-
-# %% ../../nbs/run/01_runner.ipynb #3e96a337
-def library_versions() -> dict:
-    "Versions of Python, the main libraries, torch's CUDA build and cuDNN."
-    import platform
-    from importlib.metadata import version, PackageNotFoundError
-    out = {"python": platform.python_version()}
-    for p in RECORDED_PACKAGES:
-        try: out[p] = version(p)
-        except PackageNotFoundError: out[p] = None
-    import torch
-    out["cuda"], out["cudnn"] = torch.version.cuda, torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
-    return out
-
-# %% ../../nbs/run/01_runner.ipynb #4adcfe1e
-def device_record(params: dict) -> dict:
-    "The device a run asked for and what torch gives it here (GPU name when there is one)."
-    import torch
-    asked = params.get("device")
-    cuda = torch.cuda.is_available()
-    used = ("cuda" if cuda else "cpu") if asked in (None, "auto") else asked
-    return {"requested": asked, "used": used, "cuda_available": cuda,
-            "gpu": torch.cuda.get_device_name(0) if cuda else None, "gpus": torch.cuda.device_count() if cuda else 0}
 
 # %% ../../nbs/run/01_runner.ipynb #0c7e92fe
 def _jsonable(x): return json.loads(json.dumps(x, default=str, sort_keys=True))
@@ -646,10 +606,11 @@ def run_record(path, profile: str, params: dict, checks: list, sources: set, exe
     key = run_key(path, profile, params)
     inputs = [input_fingerprint(s) for s in sorted(sources | declared_sources(checks))]
     weights = weights_record(checks)
-    commit, dirty = git_state()
-    return {**key, "seconds": seconds, "finished": time.strftime("%Y-%m-%dT%H:%M:%S"), "git_commit": commit, "git_dirty": dirty,
-            "versions": library_versions(), "inputs": inputs,
-            "device": device_record({**{k: p.default for k, p in notebook_parameters(path).items()}, **params}), "weights": weights,
+    from vlbias_nb.run.site import unpublished_pathspec         # what --publish writes does not make a run dirty
+    env = environment_record({**{k: p.default for k, p in notebook_parameters(path).items()}, **params}.get("device"),
+                             pathspec=unpublished_pathspec())
+    return {**key, "seconds": seconds, "finished": time.strftime("%Y-%m-%dT%H:%M:%S"), "git_commit": env["git_commit"],
+            "git_dirty": env["git_dirty"], "versions": env["packages"], "inputs": inputs, "device": env["device"], "weights": weights,
             "fingerprint": run_fingerprint(key, inputs, weights), "warnings": list(warnings), "host": socket.gethostname(),
             "executed_notebook_sha256": file_sha256(executed_nb) if executed_nb else None, "log": "run.log"}
 

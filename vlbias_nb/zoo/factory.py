@@ -15,15 +15,15 @@ import torch
 from PIL import Image
 from tqdm.auto import tqdm
 from ..paths import MissingDataError, project_root
-from .registry import HF_MODEL_CLASSES, MODEL_REGISTRY, MissingWeightsError, ModelSpec, _unknown, resolve_model
-from .weights import ALLOW_DOWNLOAD_ENV, _oc_base_arch, downloads_allowed, ensure_weights, locate_weights, missing_weights_message, open_clip_weight_sources
+from .registry import HF_MODEL_CLASSES, TINY_HF_FAMILIES, MODEL_REGISTRY, MissingWeightsError, ModelSpec, _unknown, resolve_model
+from .weights import ALLOW_DOWNLOAD_ENV, _oc_base_arch, downloads_allowed, ensure_weights, hf_local_folder, locate_weights, missing_weights_message, open_clip_weight_sources
 from .vlm import HFModel, OpenClipModel, TINY_CLIP_ARCH, VisionLanguageModel, _DropRandomInitWarning, _load_open_clip, register_tiny_clip_config, seeded, weights_fingerprint
 from .debiased import DebiasedView, RELEASED_DEBIAS_TOKENS, attach_debias_tokens, attach_released_tokens, parse_debias_name
 from .rehearsal import build_random, rehearsal_debiased, rehearsing
 
 # %% auto #0
-__all__ = ['TINY_VOCAB', 'tiny_tokenizer', 'tiny_image_processor', 'tiny_hf_config', 'tiny_hf_model', 'load_debiased_model',
-           'load_model', 'model_availability']
+__all__ = ['TINY_VOCAB', 'tiny_tokenizer', 'tiny_image_processor', 'tiny_hf_config', 'tiny_hf_model', 'hf_folder_has_weights',
+           'hf_random_from_config', 'load_debiased_model', 'load_model', 'model_availability']
 
 # %% ../../nbs/zoo/04_factory.ipynb #b73062d0
 TINY_VOCAB = (["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + list("abcdefghijklmnopqrstuvwxyz0123456789.,!?'-")
@@ -61,6 +61,11 @@ def tiny_hf_config(family: str, vocab_size: int):
     if family == "flava":
         return T.FlavaConfig(text_config=dict(max_position_embeddings=77, **tt), image_config=dict(image_size=32, patch_size=8, **tv),
                              multimodal_config=dict(**tv), hidden_size=32, projection_dim=32)
+    if family == "siglip":  # no projection: the embeddings are the towers' pooled outputs (the text head keeps the width)
+        return T.SiglipConfig(text_config=dict(max_position_embeddings=64, **tt), vision_config=dict(image_size=32, patch_size=8, **tv))
+    if family == "chinese_clip":
+        return T.ChineseCLIPConfig(text_config=dict(max_position_embeddings=77, **tt),
+                                   vision_config=dict(image_size=32, patch_size=8, **tv), projection_dim=32)
     raise _unknown(f"tiny-{family}", "no tiny config for this family")
 
 # %% ../../nbs/zoo/04_factory.ipynb #8568a3f1
@@ -72,25 +77,54 @@ def _build_tiny_hf(cls, cfg):
     return model
 
 def tiny_hf_model(family: str, seed: int = 0, device="auto", dtype="float32") -> HFModel:
-    "A tiny random transformers VLM of `family` ('hf-clip', 'flava', 'align', 'altclip'), deterministic given `seed`."
+    """A tiny random transformers VLM of `family` (a key of `HF_MODEL_CLASSES`; 'hf-clip', 'flava', 'align', 'altclip'
+    are registered as `tiny-<family>`), deterministic given `seed`."""
     import transformers as T
     tok = tiny_tokenizer()
     cfg = tiny_hf_config(family, len(tok.vocab))
     model = seeded(seed, _build_tiny_hf, getattr(T, HF_MODEL_CLASSES[family]), cfg)
-    return HFModel(MODEL_REGISTRY[f"tiny-{family}"], model, tok, tiny_image_processor(), device=device, dtype=dtype,
-                   weights="random", seed=seed)
+    spec = MODEL_REGISTRY.get(f"tiny-{family}") or ModelSpec(f"tiny-{family}", family, random_init=True, papers=("offline",))
+    return HFModel(spec, model, tok, tiny_image_processor(), device=device, dtype=dtype, weights="random", seed=seed)
 
 # %% ../../nbs/zoo/04_factory.ipynb #c05aa88a
 def _load_hf(spec: ModelSpec, weights: str | None, device, dtype, cache_dir=None) -> HFModel:
     "Load a transformers VLM from a local folder (`weights`) or, if None, from the hub."
     import transformers
     src, local = (weights, True) if weights else (spec.hub_id, False)
+    if local and Path(weights).is_dir() and not hf_folder_has_weights(weights):
+        raise MissingWeightsError(f"Model {spec.name!r}: the folder {weights} holds no weight file (model.safetensors, "
+                                  f"pytorch_model.bin or their index); copy the weights there, or set VLBIAS_WEIGHTS=random to "
+                                  f"build it from its config.json with random weights (a pipeline check, not a result).")
     cls = getattr(transformers, HF_MODEL_CLASSES[spec.family])
     kw = dict(local_files_only=local, cache_dir=cache_dir)
     model = cls.from_pretrained(src, **kw)
     tok = transformers.AutoTokenizer.from_pretrained(src, **kw)
     ip = transformers.AutoImageProcessor.from_pretrained(src, **kw)
     return HFModel(spec, model, tok, ip, device=device, dtype=dtype, weights=weights)
+
+# %% ../../nbs/zoo/04_factory.ipynb #f37b5210
+def hf_folder_has_weights(folder) -> bool:
+    "Whether transformers folder `folder` holds a weight file (safetensors / bin, or their shard index)."
+    return any((Path(folder) / f).is_file() for f in ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json",
+                                                     "pytorch_model.bin.index.json"))
+
+def hf_random_from_config(spec: ModelSpec, # a transformers spec (its `hub_id` the folder, or a hub id with a local config.json)
+                          folder,          # the local folder holding config.json, the tokenizer files and maybe preprocessor_config.json
+                          seed: int = 0, device="auto", dtype="float32") -> HFModel:
+    """The transformers VLM `folder`'s config.json describes, with random weights from `seed`: its tokenizer from the folder,
+    its image processor from the folder's preprocessor_config.json, else the family's default at the config's image size."""
+    import transformers
+    cfg = transformers.AutoConfig.from_pretrained(folder, local_files_only=True)
+    model = seeded(seed, getattr(transformers, HF_MODEL_CLASSES[spec.family]), cfg)
+    tok = transformers.AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    if (Path(folder) / "preprocessor_config.json").is_file():
+        ip = transformers.AutoImageProcessor.from_pretrained(folder, local_files_only=True)
+    else:
+        vc = getattr(cfg, "vision_config", None) or getattr(cfg, "image_config", None)
+        size = int(getattr(vc, "image_size", 224))
+        ip = (transformers.SiglipImageProcessor(size={"height": size, "width": size}) if spec.family == "siglip"
+              else tiny_image_processor(size))
+    return HFModel(replace(spec, random_init=True), model, tok, ip, device=device, dtype=dtype, weights="random", seed=seed)
 
 # %% ../../nbs/zoo/04_factory.ipynb #a851b4ac
 def load_debiased_model(base_name: str, tokens_path, **load_kw) -> DebiasedView:
@@ -100,6 +134,13 @@ def load_debiased_model(base_name: str, tokens_path, **load_kw) -> DebiasedView:
         if rehearsing(): return rehearsal_debiased(load_model(base_name, **load_kw), str(tokens_path), load_kw.get("seed", 0))
         return attach_released_tokens(load_model(base_name, **load_kw), str(tokens_path))
     return attach_debias_tokens(load_model(base_name, **load_kw), tokens_path)
+
+def _transformers_config_folder(name: str, family: str | None) -> str | None:
+    "The local folder of a transformers config.json for `name`: a folder given by path, or an unregistered hub id's local copy."
+    p = Path(name).expanduser()
+    if p.is_dir(): return str(p) if (p / "config.json").is_file() else None
+    if family in HF_MODEL_CLASSES and name not in MODEL_REGISTRY: return hf_local_folder(name, "config.json")
+    return None
 
 def load_model(name: str, device: str = "auto", dtype: str | torch.dtype = "float32", *, seed: int = 0,
                arch: str | None = None, family: str | None = None, checkpoint: str | None = None,
@@ -114,6 +155,8 @@ def load_model(name: str, device: str = "auto", dtype: str | torch.dtype = "floa
                                    checkpoint=checkpoint, preprocess_tag=preprocess_tag, allow_download=allow_download,
                                    cache_dir=cache_dir)
     if rehearsing() and not name.startswith("tiny-"):   # the rehearsal: real architecture, random weights (zoo.rehearsal)
+        if (cfg_dir := _transformers_config_folder(name, family)) is not None:   # a folder / unregistered hub id: its config.json
+            return hf_random_from_config(resolve_model(name, family=family), cfg_dir, seed=seed, device=device, dtype=dtype)
         return build_random(name, seed=seed, device=device, dtype=dtype)
     spec = resolve_model(name, arch=arch, family=family, preprocess_tag=preprocess_tag)
     if checkpoint is not None:
@@ -135,7 +178,9 @@ def load_model(name: str, device: str = "auto", dtype: str | torch.dtype = "floa
         raise
 
 # %% ../../nbs/zoo/04_factory.ipynb #2d9d4469
-def model_availability(name: str, allow_download: bool | None = None, cache_dir: str | None = None) -> dict:
+def model_availability(name: str, allow_download: bool | None = None, cache_dir: str | None = None,
+                       family: str | None = None, # a transformers family for an unregistered hub id (as `load_model(family=)`)
+                      ) -> dict:
     """`{name, status, where, fingerprint, how}` of zoo model `name`, without loading it or using the network: status
     'present', 'download' or 'missing' (see above); `where` is the local weights, `how` says how to provide them."""
     name = str(name)
@@ -146,8 +191,12 @@ def model_availability(name: str, allow_download: bool | None = None, cache_dir:
             r.update(status="missing", how=f"the debias tokens file {tokens} does not exist: train them with the prompt_array "
                                             f"notebook (it saves debias_tokens.pt in its run folder) and give that file's path")
         return r
-    spec = resolve_model(name)                       # UnknownModelError for a name the zoo does not know
+    spec = resolve_model(name, family=family)        # UnknownModelError for a name the zoo does not know
     w = locate_weights(spec, cache_dir)
+    if w is not None and spec.family in HF_MODEL_CLASSES and Path(w).is_dir() and not hf_folder_has_weights(w):
+        return dict(name=name, status="missing", where=None, fingerprint=None,
+                    how=f"the folder {w} holds config.json but no weight file: copy the weights there (or set "
+                        f"VLBIAS_WEIGHTS=random for a pipeline check with random weights)")
     if w is not None:
         return dict(name=name, status="present", where="random weights (tiny test model)" if w == "random" else w,
                     fingerprint=weights_fingerprint(w), how="")

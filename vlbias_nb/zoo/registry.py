@@ -17,9 +17,9 @@ from tqdm.auto import tqdm
 from ..paths import MissingDataError, project_root
 
 # %% auto #0
-__all__ = ['FAMILIES', 'HF_MODEL_CLASSES', 'HF_MODEL_TYPES', 'ALIP_URL', 'MODEL_REGISTRY', 'MODEL_KINDS', 'OTHER_MODELS',
-           'OPENAI_CLIP_ALIASES', 'UnknownModelError', 'MissingWeightsError', 'ModelSpec', 'list_models',
-           'resolve_model']
+__all__ = ['FAMILIES', 'HF_MODEL_CLASSES', 'HF_MODEL_TYPES', 'TINY_HF_FAMILIES', 'HF_UNSUPPORTED_TYPES', 'ALIP_URL',
+           'MODEL_REGISTRY', 'MODEL_KINDS', 'OTHER_MODELS', 'OPENAI_CLIP_ALIASES', 'UnknownModelError',
+           'MissingWeightsError', 'ModelSpec', 'list_models', 'hf_family', 'resolve_model']
 
 # %% ../../nbs/zoo/00_registry.ipynb #ba131118
 class UnknownModelError(ValueError):
@@ -36,11 +36,21 @@ FAMILIES = {
     "flava": "transformers FlavaModel (e.g. 'facebook/flava-full')",
     "align": "transformers AlignModel (e.g. 'kakaobrain/align-base')",
     "altclip": "transformers AltCLIPModel (e.g. 'BAAI/AltCLIP')",
+    "siglip": "transformers SiglipModel (e.g. 'google/siglip-base-patch16-224', and SigLIP 2's fixed-resolution checkpoints "
+              "such as 'google/siglip2-base-patch16-224'): trained with a sigmoid loss; the zoo gives its L2-normalised "
+              "image and text embeddings (what every measure uses), the sigmoid's scale and bias are not applied",
+    "chinese_clip": "transformers ChineseCLIPModel (e.g. 'OFA-Sys/chinese-clip-vit-base-patch16')",
     "tiny": "tiny random-weight models for offline use: 'tiny-clip' (open_clip), 'tiny-hf-clip', 'tiny-flava', "
             "'tiny-align', 'tiny-altclip' (transformers); deterministic given seed=",
 }
-HF_MODEL_CLASSES = {"hf-clip": "CLIPModel", "flava": "FlavaModel", "align": "AlignModel", "altclip": "AltCLIPModel"}
-HF_MODEL_TYPES = {"clip": "hf-clip", "flava": "flava", "align": "align", "altclip": "altclip"}  # config.json model_type
+HF_MODEL_CLASSES = {"hf-clip": "CLIPModel", "flava": "FlavaModel", "align": "AlignModel", "altclip": "AltCLIPModel",
+                    "siglip": "SiglipModel", "chinese_clip": "ChineseCLIPModel"}
+HF_MODEL_TYPES = {"clip": "hf-clip", "flava": "flava", "align": "align", "altclip": "altclip",  # config.json model_type
+                  "siglip": "siglip", "chinese_clip": "chinese_clip"}
+TINY_HF_FAMILIES = ("hf-clip", "flava", "align", "altclip")   # the registered tiny-<family> models (the analyses' defaults)
+HF_UNSUPPORTED_TYPES = {  # model_types recognised as vision-language models that the zoo's batch interface cannot load yet
+    "siglip2": "SigLIP 2 NaFlex (Siglip2Model) takes per-image patch masks and spatial shapes, which the zoo's fixed-size "
+               "pixel batches do not carry; SigLIP 2's fixed-resolution checkpoints (model_type 'siglip') load"}
 
 @dataclass(frozen=True)
 class ModelSpec:
@@ -95,7 +105,7 @@ MODEL_REGISTRY: dict[str, ModelSpec] = {s.name: s for s in [
     ModelSpec("tiny-clip", "open_clip", arch="vlbias-tiny-clip", random_init=True, papers=("offline",),
               note="tiny random open_clip CLIP: 32 px ViT, 2-layer text transformer, real BPE tokenizer"),
     *[ModelSpec(f"tiny-{f}", f, random_init=True, papers=("offline",),
-                note=f"tiny random transformers {HF_MODEL_CLASSES[f]}") for f in HF_MODEL_CLASSES],
+                note=f"tiny random transformers {HF_MODEL_CLASSES[f]}") for f in TINY_HF_FAMILIES],
 ]}
 
 MODEL_KINDS = {  # kind -> the zoo module that loads it
@@ -189,13 +199,22 @@ def _unknown(name: str, why: str = "") -> UnknownModelError:
 def _looks_like_path(name: str) -> bool:
     return name.startswith(("/", "./", "../", "~")) or name.endswith((".pt", ".pth", ".bin", ".safetensors", ".ckpt"))
 
+def hf_family(model_type, # the `model_type` of a transformers config.json
+              name: str,  # the model it belongs to (named in the error)
+             ) -> str:
+    "The zoo family of a transformers `model_type`; anything else raises one error naming it and the supported types."
+    if model_type in HF_MODEL_TYPES: return HF_MODEL_TYPES[model_type]
+    why = HF_UNSUPPORTED_TYPES.get(model_type, "not a vision-language model type the zoo loads")
+    raise UnknownModelError(f"Model {name!r}: its config.json says model_type {model_type!r}: {why}. The zoo loads the "
+                            f"transformers model types {', '.join(sorted(HF_MODEL_TYPES))} (any hub id or folder of those "
+                            f"types, unregistered), and open_clip models.")
+
 def _dir_spec(p: Path, name: str, family: str | None) -> ModelSpec:
     "Spec of a local model folder: a transformers `save_pretrained` folder or an open_clip folder."
     if (p / "open_clip_config.json").exists(): return ModelSpec(name, "open_clip", arch=f"local-dir:{p}")
     if (p / "config.json").exists():
-        mt = json.loads((p / "config.json").read_text()).get("model_type")
-        fam = family or HF_MODEL_TYPES.get(mt)
-        if fam not in HF_MODEL_CLASSES: raise _unknown(name, f"folder holds a transformers model of type {mt!r}")
+        fam = family or hf_family(json.loads((p / "config.json").read_text()).get("model_type"), name)
+        if fam not in HF_MODEL_CLASSES: raise _unknown(name, f"unknown family {fam!r}")
         return ModelSpec(name, fam, hub_id=str(p))
     raise _unknown(name, "folder has neither config.json nor open_clip_config.json")
 

@@ -276,7 +276,7 @@ def _pooled(out) -> torch.Tensor:
     return x[:, 0, :] if x.ndim == 3 else x
 
 class HFModel(VisionLanguageModel):
-    "A transformers CLIP / FLAVA / ALIGN / AltCLIP model behind the common interface."
+    "A transformers CLIP / FLAVA / ALIGN / AltCLIP / SigLIP / Chinese-CLIP model behind the common interface."
     def __init__(self, spec, model, tokenizer, image_processor, max_length: int | None = None, **kw):
         super().__init__(spec, model, **kw)
         self.family, self.tokenizer, self.image_processor = spec.family, tokenizer, image_processor
@@ -285,8 +285,9 @@ class HFModel(VisionLanguageModel):
         self.max_length = min(int(v) for v in lim if v and v < 10**6)
         if spec.family == "altclip": self.max_length = min(self.max_length, getattr(tc, "max_position_embeddings", 514) - 2)
         self._text_args = set(inspect.signature(model.get_text_features).parameters)
+        self.padding = "max_length" if spec.family == "siglip" else True   # SigLIP pools the last position of full-length texts
     def tokenize(self, texts):
-        t = self.tokenizer(list(texts), padding=True, truncation=True, max_length=self.max_length, return_tensors="pt")
+        t = self.tokenizer(list(texts), padding=self.padding, truncation=True, max_length=self.max_length, return_tensors="pt")
         return {k: v for k, v in t.items() if k in self._text_args}
     def preprocess_batch(self, images): return self.image_processor(images=list(images), return_tensors="pt")["pixel_values"]
     def _text_forward(self, tokens): return _pooled(self.model.get_text_features(**{k: v.to(self.device) for k, v in tokens.items()}))
