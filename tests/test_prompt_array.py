@@ -231,18 +231,31 @@ def _fake_utkface(root, n=24):
         Image.new("RGB", (8, 8), (10 * i % 255, 90, 200 - 5 * i)).save(root / "UTKFace" / f"{20 + i}_{i % 2}_{i % 5}_2017{i:04d}.jpg.chip.jpg")
     return root
 
+def _fake_imagenet(root, n_classes=3, per_class=2):
+    "A fake ImageNet val folder: `n_classes` synset folders of the 1000 in LOC_synset_mapping.txt, `per_class` images each."
+    from PIL import Image
+    syn = [f"n{(7 * i + 3):08d}" for i in range(1000)]
+    root.mkdir(parents=True)
+    (root / "LOC_synset_mapping.txt").write_text("".join(f"{s} name {i}\n" for i, s in enumerate(syn)))
+    for c in range(n_classes):
+        (root / "val" / syn[c]).mkdir(parents=True)
+        for j in range(per_class): Image.new("RGB", (8, 8), (80 * c, 40 * j, 120)).save(root / "val" / syn[c] / f"im{c}_{j}.JPEG")
+    return root
+
 def test_analysis_notebook_real_data_section_on_fake_folders(tmp_path):
     """The analysis notebook on the real data source end to end (papermill, about a minute): tiny steps, untrained tiny
     CLIP, fake FairFace + UTKFace + Flickr30k folders. Every section (App. C WEAT, Tab. 6, debiasing, CLIP-clip / Fig. 2,
     Tab. 4 with a UTKFace-trained row, Tab. 7) runs on the real source, with the paper's values beside ours."""
     from vlbias_nb.run.runner import run_notebook, analysis_notebooks
     ff, fl = _fake_fairface(tmp_path / "ff", 40, 16), _fake_flickr30k(tmp_path / "fl", 8, 6)
-    utk = _fake_utkface(tmp_path / "utk", 24)
+    utk, inet = _fake_utkface(tmp_path / "utk", 24), _fake_imagenet(tmp_path / "imagenet")
     small = dict(fit_planted=False, n_planted_train=64, n_planted_test=64, n_pairs_test=32, n_model_steps=10,
                  eval_every=5, ablation_steps=4, weat_n_perm=100, adv_warmup_epochs=1, k_skew=10, clip_clip_m=[28],
-                 real_model_steps=6, real_eval_every=3, real_batch_size=8, n_real_selection=20, fig2_itc_lambdas=[0.0])
+                 real_model_steps=6, real_eval_every=3, real_batch_size=8, n_real_selection=20, fig2_itc_lambdas=[0.0],
+                 n_zero_shot_classes=3, n_zero_shot_templates=1)
     d = run_notebook(analysis_notebooks()["prompt_array"], out_root=tmp_path / "runs", progress=False,
-                     overrides={**small, "fairface_root": str(ff), "flickr30k_root": str(fl), "utkface_root": str(utk)})
+                     overrides={**small, "fairface_root": str(ff), "flickr30k_root": str(fl), "utkface_root": str(utk),
+                                "imagenet_root": str(inet)})
     t = lambda name: pd.read_csv(d / f"tables/{name}.csv")
     tab = t("real_debias_vs_paper_tab3").set_index(["group", "metric"])          # the one comparison layout
     assert list(tab.columns[:5]) == ["ours", "paper", "delta", "comparable", "reason"]
@@ -275,10 +288,23 @@ def test_analysis_notebook_real_data_section_on_fake_folders(tmp_path):
     assert c7.loc[("PT baseline", "flickr_R@5"), "paper"] == 0.861 and c7.xs("flickr_R@5", level="metric").ours.notna().all()
     # Tab. 3 / Fig. 2: CLIP-clip fitted on FairFace train, the λ sweep's points, paper values where the row exists
     t3 = t("tab3_clip_clip_vs_prompt")
-    assert t3.model.tolist() == ["CLIP", "CLIP-clip", "CLIP+prompt (debias)", "CLIP+prompt (debias+itc)"] and t3.m.tolist()[1] == 28
-    assert t3.itc_lambda.tolist()[2:] == [0.0, 1.0] and t3["flickr_R@5"].notna().all()
+    assert t3.model.tolist() == ["CLIP", "CLIP-clip", "CLIP+prompt (debias)", "CLIP+prompt (debias+itc)", "CLIP+prompt (itc)"]
+    assert t3.m.tolist()[1] == 28 and t3.itc_lambda.tolist()[2:] == [0.0, 1.0, 1.0] and t3["flickr_R@5"].notna().all()
+    # ImageNet zero-shot: CLIP, CLIP-clip through its kept dimensions, the ITC-only row; not the λ = 1 sweep point (Tab. 3 is λ = 0.05)
+    assert t3.IN1k_top1.notna().tolist() == [True, True, False, False, True] and t3.IN1k_top1.between(0, 1).sum() == 3
     c3 = t("tab3_vs_paper").set_index(["group", "metric"])
     assert c3.loc[("CLIP+prompt (debias)", "maxskew"), "paper"] == 0.073 and c3.loc[("CLIP", "flickr_R@5"), "paper"] == 0.859
+    assert c3.loc[("CLIP+prompt (itc)", "maxskew"), "paper"] == 0.247 and np.isfinite(c3.loc[("CLIP+prompt (itc)", "ndkl"), "ours"])
+    assert c3.loc[("CLIP-clip m=28", "IN1k_top1"), "chance"] == pytest.approx(1 / 3) and c3.loc[("CLIP", "IN1k_top1"), "paper"] == 0.681
+    # Fig. 4: every model of fig4_models on both face data sets, 8 templates each, chance and intervals, not comparable
+    f4 = t("fig4_models_datasets")
+    assert set(f4.model) == {"tiny-clip", "tiny-hf-clip"} and set(f4.data) == {"FairFace", "UTKFace"} and len(f4) == 2 * 2 * 8
+    assert (f4.maxskew_ci_low <= f4.maxskew + 1e-12).all() and (f4.maxskew <= f4.maxskew_ci_high + 1e-12).all()
+    assert (f4.maxskew_chance > 0).all() and not f4.comparable.any() and f4.reason.str.contains("pipeline check").all()
+    # Tab. 2: the performance columns beside the bias ones, for each model of tab2_models
+    c2 = t("tab2_models_vs_paper").set_index(["model", "metric"])
+    assert {"flickr_R@5", "IN1k_top1"} <= set(c2.xs("tiny-clip", level="model").index)
+    assert c2.loc[("CLIP RN50", "IN1k_top1"), "paper"] == 0.591 and c2.loc[("tiny-clip", "IN1k_top1"), "chance"] == pytest.approx(1 / 3)
     assert np.isfinite(c3.loc[("CLIP+prompt (debias)", "maxskew"), "ours"]) and np.isfinite(c3.loc[("CLIP-clip m=28", "ndkl"), "ours"])
     # Tab. 4: a UTKFace-trained row, % changes, paper values, chance and intervals
     t4a, t4b = t("tab4a_cross_dataset").set_index(["group", "data", "metric"]), t("tab4b_cross_attribute").set_index(["group", "data", "metric"])

@@ -125,17 +125,25 @@ def model_step(setup: DebiasSetup, # the model side (updated through `opt_model`
                itc_batch=None, # (image features, caption tokens, captions) of generic pairs, or None
                itc_lambda: float = 0.05, # weight λ of the ITC loss (eq. 3)
                objective: str = "max_ce", # one of MODEL_OBJECTIVES
+               adv_lambda: float = 1.0, # weight of the adversarial term (eq. 3: 1); 0: ITC only, the adversary is not consulted
               ) -> dict:
-    """One model update of eq. 3: maximise the adversary's loss (`"max_ce"`) or drive its prediction to uniform
-    (`"confusion"`), plus λ·ITC on `itc_batch` (image_feat, tokens, texts)."""
+    """One model update of eq. 3: `adv_lambda` × (maximise the adversary's loss, `"max_ce"`, or drive its prediction to
+    uniform, `"confusion"`), plus λ·ITC on `itc_batch` (image_feat, tokens, texts). With `adv_lambda` 0 only the ITC
+    term trains (Tab. 3's "CLIP+prompt (itc)" row) and `adv_loss` is NaN."""
     if objective not in MODEL_OBJECTIVES: raise ValueError(f"objective must be one of {MODEL_OBJECTIVES}, got {objective!r}")
+    if adv_lambda < 0: raise ValueError(f"adv_lambda must be >= 0, got {adv_lambda}")
+    use_itc = itc_batch is not None and itc_lambda > 0
+    if adv_lambda == 0 and not use_itc:
+        raise ValueError("adv_lambda is 0 and there is no ITC term (itc_batch None or itc_lambda 0): nothing would train")
     for p in adversary.parameters(): p.requires_grad_(False)
     try:
-        out = adversary(setup.prompt_logits(image_feat))
-        adv_loss = F.cross_entropy(out, attr_codes)
-        loss = -adv_loss if objective == "max_ce" else -out.log_softmax(-1).mean(-1).mean()
+        adv_loss, loss = torch.full((), float("nan")), torch.zeros(())
+        if adv_lambda > 0:
+            out = adversary(setup.prompt_logits(image_feat))
+            adv_loss = F.cross_entropy(out, attr_codes)
+            loss = adv_lambda * (-adv_loss if objective == "max_ce" else -out.log_softmax(-1).mean(-1).mean())
         itc = torch.zeros(())
-        if itc_batch is not None and itc_lambda > 0:
+        if use_itc:
             fi, toks, texts = itc_batch
             itc = itc_loss(fi, setup.text_features(toks), setup.logit_scale, texts)
             loss = loss + itc_lambda * itc
@@ -163,6 +171,8 @@ class DebiasConfig:
     eval_every: int = 50
     early_stop_fraction: float = 0.5
     objective: str = "max_ce"        # "max_ce" (paper eq. 3) or "confusion" (see model_step)
+    adv_lambda: float = 1.0          # weight of the adversarial term (eq. 3: 1); 0: ITC only, Tab. 3's "CLIP+prompt (itc)"
+                                     # row: no adversary is trained (no warm-up, no adversary batches)
     keep_best: bool = False          # restore the tokens with the lowest `selection` score returned by `evaluate`
     seed: int = 0
     adam_beta1: float = 0.9          # Adam's β1, both optimisers (the paper's Adam defaults); 0.5, as in GAN training
@@ -290,8 +300,8 @@ def _restore(sel: _Selection, step: int, stopped: bool) -> tuple[bool, int]:
 
 # %% ../../../nbs/papers/prompt_array/02_adversarial.ipynb #41e9fcb1
 def _warm_up(setup, adversary, opt_adv, batches: _Batches, c, progress: bool) -> list:
-    "`adv_warmup_epochs` epochs of adversary-only batches: their history rows."
-    n = max(1, math.ceil(batches.n_faces / c.batch_size)) * c.adv_warmup_epochs
+    "`adv_warmup_epochs` epochs of adversary-only batches: their history rows (none without the adversarial term)."
+    n = max(1, math.ceil(batches.n_faces / c.batch_size)) * c.adv_warmup_epochs if c.adv_lambda > 0 else 0
     return [{"phase": "warmup", "model_step": 0, "adv_loss": adversary_step(setup, adversary, opt_adv, *batches.faces())}
             for _ in tqdm(range(n), desc="adversary warm-up", disable=not progress, leave=False)]
 
@@ -300,11 +310,11 @@ def _alternate(setup, adversary, opt_adv, opt_model, batches: _Batches, sel: _Se
     hist, step, stopped = [], 0, False
     bar = tqdm(total=c.n_model_steps, desc="debiasing", disable=not progress, leave=False)
     while step < c.n_model_steps and not stopped:
-        for _ in range(c.alternate_batches):
+        for _ in range(c.alternate_batches if c.adv_lambda > 0 else 0):
             hist.append({"phase": "adversary", "model_step": step, "adv_loss": adversary_step(setup, adversary, opt_adv, *batches.faces())})
         for _ in range(c.alternate_batches):
             if step >= c.n_model_steps: break
-            r = model_step(setup, adversary, opt_model, *batches.faces(), batches.itc(), c.itc_lambda, c.objective)
+            r = model_step(setup, adversary, opt_model, *batches.faces(), batches.itc(), c.itc_lambda, c.objective, c.adv_lambda)
             step += 1; bar.update(1)
             hist.append({"phase": "model", "model_step": step, **r})
             if sel.evaluate is not None and step % c.eval_every == 0:
@@ -335,8 +345,13 @@ def train_debias(vlm, # open_clip `VisionLanguageModel`, modified in place if `c
     indexable by a batch of indices with `len` and `.to(device, dtype)`, e.g. `LazyPixels`) or, when the image tower
     stays frozen (target 'prompt' or 'text_layers', §4.3), as precomputed features. When an evaluation's downstream
     score falls below `early_stop_fraction` × the reference, training stops and the state of the previous evaluation
-    (the last one above the threshold) is returned (App. F)."""
+    (the last one above the threshold) is returned (App. F). `config.adv_lambda` 0 trains the ITC term alone (no
+    adversary, Tab. 3's "CLIP+prompt (itc)" row); it needs the generic pairs and `itc_lambda` > 0."""
     c = config
+    if c.adv_lambda < 0: raise ValueError(f"config.adv_lambda must be >= 0, got {c.adv_lambda}")
+    if c.adv_lambda == 0 and not ((itc_pixels is not None or itc_features is not None) and c.itc_lambda > 0):
+        raise ValueError("config.adv_lambda is 0 (ITC only) but there is no ITC term: pass itc_pixels / itc_features "
+                         "and itc_texts, with config.itc_lambda > 0")
     params = adaptation_parameters(vlm.model, c.target, c.n_text_layers)
     prompts = list(train_prompts().prompt if prompts is None else prompts)
     prompt = PromptTokens(vlm.model, prompt_token_count(c.target, c.n_tokens)).to(vlm.device)
