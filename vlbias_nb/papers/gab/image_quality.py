@@ -35,10 +35,19 @@ def frechet_distance(mu1, sigma1, mu2, sigma2, eps: float = 1e-6) -> float:
     return float(d @ d + np.trace(s1) + np.trace(s2) - 2 * np.trace(covmean))
 
 def fid_from_features(feats_x, feats_y) -> float:
-    "FID of two feature sets (rows = images), from their means and covariances."
+    """FID of two feature sets (rows = images), from their means and covariances. With fewer images than feature
+    dimensions in either set (a GAB group of 30 images against 2048 Inception features) the covariances are of low
+    rank, and the trace term is computed exactly from the images instead of a d × d matrix square root:
+    with $\Sigma_x = A^\top A$, $\Sigma_y = B^\top B$ ($A$, $B$ the centred features over $\sqrt{n-1}$, $\sqrt{m-1}$),
+    $\mathrm{Tr}(\Sigma_x\Sigma_y)^{1/2}$ is the sum of the singular values of $AB^\top$ (an $n \times m$ matrix)."""
     x, y = np.asarray(feats_x, float), np.asarray(feats_y, float)
     if len(x) < 2 or len(y) < 2: raise ValueError("each feature set needs at least 2 rows")
-    return frechet_distance(x.mean(0), np.cov(x, rowvar=False), y.mean(0), np.cov(y, rowvar=False))
+    if x.shape[1] != y.shape[1]: raise ValueError(f"feature sizes differ: {x.shape[1]} vs {y.shape[1]}")
+    if min(len(x), len(y)) > x.shape[1]:
+        return frechet_distance(x.mean(0), np.cov(x, rowvar=False), y.mean(0), np.cov(y, rowvar=False))
+    A, B = (x - x.mean(0)) / np.sqrt(len(x) - 1), (y - y.mean(0)) / np.sqrt(len(y) - 1)
+    d = x.mean(0) - y.mean(0)
+    return float(d @ d + (A * A).sum() + (B * B).sum() - 2 * np.linalg.svd(A @ B.T, compute_uv=False).sum())
 
 # %% ../../../nbs/papers/gab/02_image_quality.ipynb #483da58f
 def per_image_frechet(feats, # (n, d) features of the images
