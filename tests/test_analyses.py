@@ -119,6 +119,15 @@ def check_prompt_array(d):
     p6 = _table(d, "tab6_paper")                                                   # the paper's Tab. 6 in paper_values' long layout
     assert list(p6.columns) == ["item", "model", "data", "metric", "group", "value", "source"] and len(p6) == 42
     assert p6.set_index(["model", "metric", "group"]).value[("CLIP ViT-B/16 debiased", "crime-related %", "White")] == 14.9
+    io = _table(d, "known_answer_itc_only").set_index("quantity")                  # Tab. 3's ITC-only row on the planted world
+    kio = known_answer("prompt_array.itc_only")["after_over_before_at_least"]
+    assert io.met.all() and all(io.loc[q, "after ÷ before"] >= kio[k] for q, k in [("maxskew", "maxskew"), ("ndkl", "ndkl"), ("i2t_R@1", "downstream")])
+    assert np.allclose(io["after ÷ before"], io["ITC only"] / io.before)
+    f4 = _table(d, "fig4_models_datasets")                                        # Fig. 4: models × data sets × templates
+    assert len(f4) == f4.model.nunique() * f4.data.nunique() * 8 and f4.model.nunique() >= 2 and not f4.comparable.any()
+    assert (f4.maxskew_ci_low <= f4.maxskew).all() and (f4.maxskew <= f4.maxskew_ci_high).all()
+    sp = _table(d, "fig4_spread").set_index("measure")
+    assert sp.loc["WEAT effect size", "combinations"] == f4.groupby(["model", "data"]).ngroups
 
 def check_gensynth_editing(d):
     e = _table(d, "edits")
