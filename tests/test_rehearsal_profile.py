@@ -89,7 +89,6 @@ def test_bench_full_stage_embed_prints_its_figure():
 
 # Rehearsal runs not (yet) in CI, each with the reason; empty when every analysis notebook is rehearsed here.
 NOT_YET_IN_CI = {
-    "gab": "text-encoder bias of the 17 Tab. 1 models (EVA01-g-14 among them) and 12 retrieval models on 1024² images",
     "social_counterfactuals": "full-size counterfactual sets (a physical × race set is 84 images) through SD-1.4's real text "
                               "encoder and UNet, then 5 probed and 3 fine-tuned models: over 20 minutes on a 2-core CPU",
 }
