@@ -22,3 +22,11 @@ def make_notebook(folder, name, cells):
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "python3", "language": "python"}
     folder.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, folder / name); return folder / name
+
+# The notebook runs (rehearsal and smoke analyses) take minutes each, most tests seconds: pytest-xdist hands tests to its
+# workers in collection order, so the long ones go first and never end up queued last behind one worker.
+LONGEST_FIRST = ("test_every_analysis_runs_end_to_end_in_the_rehearsal", "test_analysis_runs_in_smoke_profile",
+                 "test_a_rehearsal_run_end_to_end_is_labelled_and_recorded")
+
+def pytest_collection_modifyitems(config, items):
+    items.sort(key=lambda it: next((i for i, s in enumerate(LONGEST_FIRST) if s in it.nodeid), len(LONGEST_FIRST)))
