@@ -23,10 +23,18 @@ def make_notebook(folder, name, cells):
     folder.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, folder / name); return folder / name
 
-# The notebook runs (rehearsal and smoke analyses) take minutes each, most tests seconds: pytest-xdist hands tests to its
-# workers in collection order, so the long ones go first and never end up queued last behind one worker.
+# The notebook runs (rehearsal and smoke analyses) take minutes each, most tests seconds. pytest-xdist's worksteal
+# scheduler (pyproject.toml) starts each of the 2 workers on one half of the collection and lets an idle worker take the
+# tail of the other's queue: so the long runs are dealt alternately (longest first) to the heads of the two halves.
 LONGEST_FIRST = ("test_every_analysis_runs_end_to_end_in_the_rehearsal", "test_analysis_runs_in_smoke_profile",
                  "test_a_rehearsal_run_end_to_end_is_labelled_and_recorded")
 
+def _long_rank(item):
+    return next((i for i, s in enumerate(LONGEST_FIRST) if s in item.nodeid), None)
+
 def pytest_collection_modifyitems(config, items):
-    items.sort(key=lambda it: next((i for i, s in enumerate(LONGEST_FIRST) if s in it.nodeid), len(LONGEST_FIRST)))
+    long = sorted((it for it in items if _long_rank(it) is not None), key=_long_rank)   # stable: each test's own order
+    short = [it for it in items if _long_rank(it) is None]
+    first, second = long[0::2], long[1::2]
+    n_first = max(0, len(items) // 2 - len(first))
+    items[:] = first + short[:n_first] + second + short[n_first:]
