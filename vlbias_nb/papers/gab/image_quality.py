@@ -35,7 +35,7 @@ def frechet_distance(mu1, sigma1, mu2, sigma2, eps: float = 1e-6) -> float:
     return float(d @ d + np.trace(s1) + np.trace(s2) - 2 * np.trace(covmean))
 
 def fid_from_features(feats_x, feats_y) -> float:
-    """FID of two feature sets (rows = images), from their means and covariances. With fewer images than feature
+    r"""FID of two feature sets (rows = images), from their means and covariances. With fewer images than feature
     dimensions in either set (a GAB group of 30 images against 2048 Inception features) the covariances are of low
     rank, and the trace term is computed exactly from the images instead of a d × d matrix square root:
     with $\Sigma_x = A^\top A$, $\Sigma_y = B^\top B$ ($A$, $B$ the centred features over $\sqrt{n-1}$, $\sqrt{m-1}$),
