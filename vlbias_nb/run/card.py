@@ -191,6 +191,10 @@ def _coco_default() -> Path:
     d = downloads_dir()
     return d if (d / "annotations" / "captions_val2017.json").is_file() and (d / "val2017").is_dir() else data_root() / "coco-mini"
 
+def _sc_folder_layout(p: Path) -> bool:
+    "Whether `p` holds SocialCounterfactuals sets in the project's folder layout (`images/s<set>_…_c<candidate>_<position>.png`)."
+    return (p / "images").is_dir() and any((p / "images").glob("s*_c*_*.*"))
+
 CARD_DATASETS = {
     "fairface": CardDataset("FairFace val", DATASET_ENVS["fairface"], lambda: dataset_folder("fairface"),
                             lambda p: (p / "fairface_label_val.csv").is_file(), "fairface_label_val.csv and the val images"),
@@ -199,8 +203,7 @@ CARD_DATASETS = {
                         "annotations/captions_val2017.json and val2017/"),
     "social_counterfactuals": CardDataset("SocialCounterfactuals sets", GENERATED_ENV,
                                           lambda: (env_path(GENERATED_ENV) or project_root() / ".cache" / "generated") / "social_counterfactuals",
-                                          lambda p: ((p / "images").is_dir() and any((p / "images").glob("s*_c*_*.*")))
-                                                    or bool(released_shards(p)),
+                                          lambda p: _sc_folder_layout(p) or bool(released_shards(p)),
                                           "the authors' release (a local copy of the hub data set Intel/SocialCounterfactuals: "
                                           "data/train-*.parquet) or images/s<set>_<prefix>_<segment>_<occupation>_c<candidate>_<position>.png"),
     "cifar10": CardDataset("CIFAR-10 test", DATASET_ENVS["cifar10"], lambda: dataset_folder("cifar10"),
@@ -538,7 +541,7 @@ class ReleasedImages:
 
 def social_counterfactuals_table(root) -> tuple[pd.DataFrame, Sequence, str]:
     "`(rows, images, layout)` of the SocialCounterfactuals copy at `root`: the project's folder layout, else the published release."
-    if (Path(root) / "images").is_dir() and any((Path(root) / "images").glob("s*_c*_*.*")):
+    if _sc_folder_layout(Path(root)):
         t = read_social_counterfactuals(root)
         return t, t.path.tolist(), "folder"
     t = read_social_counterfactuals_release(root)
