@@ -13,14 +13,16 @@ from .paths import save_table, save_figure, project_root, rehearsal_run
 from .resources import RESOURCES, read_resource_csv, resource_path
 
 # %% auto #0
-__all__ = ['OUTPUT_KINDS', 'COMPARABILITY_REASONS', 'ITEM_COLUMNS', 'LEDGER_STATUSES', 'LEDGER_COLUMNS', 'LEDGER_REASONS',
-           'PAPER_VALUE_COLUMNS', 'PAPER_VALUE_KEYS', 'COMPARISON_COLUMNS', 'STATUS_COLOURS', 'ITEM_STATUSES',
-           'ITEM_PRIORITY', 'RECORDED_PACKAGES', 'random_weight_model', 'output_kind', 'output_label', 'table_html',
-           'with_comparability', 'show_table', 'figure_png', 'figure_image', 'show_figure', 'papers', 'paper_items',
-           'with_ledger_comparability', 'Ledger', 'paper_values', 'compare_with_paper', 'ledger_row_text',
-           'ledger_html', 'published_ledgers', 'item_status', 'ledger_by_item', 'ledger_summary', 'summary_markdown',
-           'plot_item_status', 'reproduced_rows', 'plot_paper_vs_ours', 'item_table_html', 'show_ledger_overview',
-           'show_paper_ledger', 'library_versions', 'git_state', 'device_record', 'environment_record']
+__all__ = ['OUTPUT_KINDS', 'COMPARABILITY_REASONS', 'ITEM_COLUMNS', 'LEDGER_STATUSES', 'LEDGER_COLUMNS', 'EVIDENCE_KINDS',
+           'LEDGER_REASONS', 'PAPER_VALUE_COLUMNS', 'PAPER_VALUE_KEYS', 'COMPARISON_COLUMNS', 'STATUS_COLOURS',
+           'ITEM_STATUSES', 'LEDGER_DEFAULTS', 'ITEM_PRIORITY', 'RECORDED_PACKAGES', 'random_weight_model',
+           'output_kind', 'output_label', 'table_html', 'with_comparability', 'show_table', 'figure_png',
+           'figure_image', 'show_figure', 'papers', 'paper_items', 'with_ledger_comparability', 'printed_decimals',
+           'tolerances', 'stated_tolerance', 'agreement', 'Ledger', 'paper_values', 'compare_with_paper',
+           'ledger_row_text', 'ledger_html', 'published_ledgers', 'item_status', 'ledger_by_item', 'ledger_summary',
+           'summary_markdown', 'plot_item_status', 'reproduced_rows', 'plot_paper_vs_ours', 'item_table_html',
+           'show_ledger_overview', 'show_paper_ledger', 'library_versions', 'git_state', 'device_record',
+           'environment_record']
 
 # %% ../nbs/18_report.ipynb #d0696b0e
 OUTPUT_KINDS = {
@@ -192,18 +194,30 @@ def paper_items(paper_name: str | None = None) -> pd.DataFrame:
     return items
 
 # %% ../nbs/18_report.ipynb #0f450170
-LEDGER_STATUSES = ("reproduced", "validated", "needs full profile", "not reproducible", "not implemented")
+LEDGER_STATUSES = ("reproduced", "partly reproduced", "differs", "validated", "needs full profile", "not reproducible",
+                   "not implemented")
 LEDGER_COLUMNS = ["paper_name", "item", "quantity", "status", "ours", "paper", "delta", "planted", "chance",
-                  "ci_low", "ci_high", "model", "data", "needs", "note"]
-LEDGER_REASONS = {"validated": "method validation on planted data: `planted` is the known answer, not a result about a model",
+                  "ci_low", "ci_high", "model", "data", "evidence", "tolerance", "departs", "needs", "note"]
+EVIDENCE_KINDS = {"own pipeline": "this project's pipeline end to end (its own model outputs or a model-free method on real data)",
+                  "released outputs": "the authors' released model outputs run through this project's analysis "
+                                      "(a reproduction of the analysis, not of the model's inference)",
+                  "paper's numbers": "a refit of numbers the paper prints (a check of the paper's own arithmetic, "
+                                     "not a reproduction)",
+                  "planted data": "planted data with a known answer (method validation)"}
+LEDGER_REASONS = {"partly reproduced": "other data or a shortened protocol (`departs`): not comparable with the paper's number",
+                  "validated": "method validation on planted data: `planted` is the known answer, not a result about a model",
                   "needs full profile": "no number of ours: the full profile's weights or data are needed (`needs`)",
                   "not reproducible": "no number of ours: the item cannot be reproduced (`note`)",
                   "not implemented": "no number of ours: not implemented (`note`)"}
 
 def with_ledger_comparability(t: pd.DataFrame) -> pd.DataFrame:
-    """Ledger rows with `comparable` and its `reason`, derived from the status: only a reproduced row (real data, a real
-    model: `Ledger.reproduced` refuses tiny models) stands beside the paper's number as a result."""
-    return t.assign(comparable=t.status.eq("reproduced"), reason=t.status.map(LEDGER_REASONS).fillna(""))
+    """Ledger rows with `comparable` and its `reason`, derived from the status: a reproduced or differing row (real
+    data, a real model — `Ledger.reproduced` refuses tiny models —, the paper's protocol: no `departs`) stands beside
+    the paper's number; every other row says why not."""
+    comparable = t.status.isin(["reproduced", "differs"]) & t.departs.fillna("").eq("")
+    reason = t.status.map(LEDGER_REASONS).fillna("")
+    reason = reason.where(~(t.status.eq("differs") & ~comparable), LEDGER_REASONS["partly reproduced"])
+    return t.assign(comparable=comparable, reason=reason)
 
 def _num(x, what: str):
     if x is None: return np.nan
@@ -211,6 +225,52 @@ def _num(x, what: str):
     except (TypeError, ValueError): raise TypeError(f"{what} must be a number, got {x!r}") from None
     return v
 
+# %% ../nbs/18_report.ipynb #ag000001
+def printed_decimals(paper) -> int:
+    "Decimal places of the paper's number as printed (the shortest decimal that reads back as the same float): 39.1 → 1, 7936 → 0."
+    s = repr(float(paper))
+    if "e" in s or "E" in s: return max(0, -int(s.lower().split("e")[1]))
+    whole, _, frac = s.partition(".")
+    return 0 if frac.rstrip("0") == "" else len(frac.rstrip("0"))
+
+def tolerances() -> pd.DataFrame:
+    """Stated tolerances, one row each (`paper_items/tolerances.csv`: paper_name, item, quantity — `*` for every quantity
+    of the item —, tolerance, reason). Data, not code: a tolerance without its reason is refused."""
+    t = read_resource_csv("paper_items/tolerances.csv")
+    need = {"paper_name", "item", "quantity", "tolerance", "reason"}
+    if need - set(t.columns): raise ValueError(f"paper_items/tolerances.csv: missing column(s) {sorted(need - set(t.columns))}")
+    if t.reason.fillna("").str.strip().eq("").any(): raise ValueError("paper_items/tolerances.csv: every tolerance needs its reason")
+    return t
+
+def stated_tolerance(paper_name: str, item: str, quantity: str) -> tuple[float, str] | None:
+    "The tolerance (absolute) and its reason stated for this quantity (or for every quantity of the item), else None."
+    t = tolerances()
+    t = t[(t.paper_name == paper_name) & (t.item == item)]
+    hit = t[t.quantity == quantity]
+    if not len(hit): hit = t[t.quantity == "*"]
+    return (float(hit.tolerance.iloc[0]), str(hit.reason.iloc[0])) if len(hit) else None
+
+def agreement(ours, paper, ci=None, digits: int | None = None, tolerance: tuple[float, str] | None = None) -> tuple[bool, str]:
+    """Whether `ours` reproduces `paper`, and the rule that says so — the first that holds of: within the paper's printed
+    precision (half a unit of its last printed decimal; `digits` overrides the decimals read from `paper`), the paper's
+    value inside our 95 % interval `ci`, within a stated `tolerance` (value, reason). When none holds: False and the
+    rules tried."""
+    o, p = float(ours), float(paper)
+    d = printed_decimals(p) if digits is None else int(digits)
+    half = 0.5 * 10 ** -d
+    if abs(o - p) <= half * (1 + 1e-9): return True, f"within the paper's printed precision (±{half:g})"
+    tried = [f"printed precision ±{half:g}"]
+    if ci is not None and not any(pd.isna(c) for c in ci):
+        lo, hi = float(ci[0]), float(ci[1])
+        if lo <= p <= hi: return True, f"paper's value inside our 95 % interval [{lo:.4g}, {hi:.4g}]"
+        tried.append(f"95 % interval [{lo:.4g}, {hi:.4g}]")
+    if tolerance is not None:
+        tol, why = tolerance
+        if abs(o - p) <= tol: return True, f"within the stated tolerance ±{tol:g} ({why})"
+        tried.append(f"stated tolerance ±{tol:g}")
+    return False, "outside " + ", ".join(tried)
+
+# %% ../nbs/18_report.ipynb #ag000003
 class Ledger:
     "The ledger rows of one analysis notebook for one paper (`paper_name`); see above."
     def __init__(self, paper_name: str, analysis: str):
@@ -226,10 +286,10 @@ class Ledger:
             lo, hi = (_num(c, "ci") for c in ci)
             if not lo <= hi: raise ValueError(f"ci must be (low, high) with low <= high, got {ci}")
             kw.update(ci_low=lo, ci_high=hi)
-        row = {c: np.nan for c in LEDGER_COLUMNS} | {"model": "", "data": "", "needs": "", "note": ""}
-        if status == "reproduced" and rehearsal_run():                  # a rehearsal reproduces nothing: the item still needs the full profile
+        row = {c: np.nan for c in LEDGER_COLUMNS} | {k: "" for k in ("model", "data", "evidence", "tolerance", "departs", "needs", "note")}
+        if status in ("reproduced", "partly reproduced", "differs") and rehearsal_run():   # a rehearsal reproduces nothing
             status, ours = "needs full profile", kw.pop("ours", np.nan)
-            for k in ("delta", "ci_low", "ci_high"): kw.pop(k, None)
+            for k in ("delta", "ci_low", "ci_high", "tolerance"): kw.pop(k, None)
             kw["needs"] = "the full profile (this run was a rehearsal: real architectures with random weights, generated data)"
             kw["note"] = f"rehearsal value {float(ours):.4g} (meaningless); " + kw.get("note", "")
         row.update(paper_name=self.paper_name, item=item, quantity=quantity, status=status, **kw)
@@ -237,15 +297,26 @@ class Ledger:
         return self
 
     def reproduced(self, item: str, quantity: str, ours, paper, data: str, model: str = "none (model-free)",
-                   chance=None, ci=None, note: str = ""):
-        "Our value beside the paper's on real `data` with `model`."
+                   chance=None, ci=None, note: str = "",
+                   evidence: str = "own pipeline", # what the number rests on: a key of `EVIDENCE_KINDS` (not planted data)
+                   departs: str = "",  # what differs from the paper's data or protocol ('' = the paper's own): at most "partly reproduced"
+                   digits: int | None = None): # decimals the paper printed, when its value in `paper_values` carries more
+        """Our value beside the paper's on real `data` with `model`. The status is measured, not asserted (`agreement`):
+        "reproduced" within the paper's printed precision, our 95 % interval or the tolerance stated in
+        `paper_items/tolerances.csv`; "differs" otherwise (the gap and `note` say why); with `departs` at most
+        "partly reproduced" (and "differs" when it misses)."""
         if random_weight_model(model):
             raise ValueError(f"{model!r} has random weights: its {quantity!r} is a pipeline check, never a reproduction "
                              f"of the paper; record it with needs_full (what a real model needs).")
         if not data: raise ValueError("reproduced needs the data it was computed on")
+        if evidence not in EVIDENCE_KINDS or evidence == "planted data":
+            raise ValueError(f"evidence must be one of {[k for k in EVIDENCE_KINDS if k != 'planted data']}, got {evidence!r} "
+                             f"(planted data is recorded with validated)")
         o, p = _num(ours, "ours"), _num(paper, "paper")
-        return self._add(item, quantity, "reproduced", ours=o, paper=p, delta=o - p, model=model, data=data,
-                         chance=_num(chance, "chance"), ci=ci, note=note)
+        ok, how = agreement(o, p, ci, digits, stated_tolerance(self.paper_name, item, quantity))
+        status = ("partly reproduced" if departs else "reproduced") if ok else "differs"
+        return self._add(item, quantity, status, ours=o, paper=p, delta=o - p, model=model, data=data,
+                         chance=_num(chance, "chance"), ci=ci, note=note, evidence=evidence, tolerance=how, departs=departs)
 
     def validated(self, item: str, quantity: str, planted, recovered, data: str, model: str = "", chance=None,
                   ci=None, note: str = ""):
@@ -253,7 +324,7 @@ class Ledger:
         if not data: raise ValueError("validated needs the planted data it was computed on")
         pl, rec = _num(planted, "planted"), _num(recovered, "recovered")
         return self._add(item, quantity, "validated", ours=rec, planted=pl, delta=rec - pl, model=model, data=data,
-                         chance=_num(chance, "chance"), ci=ci, note=note)
+                         chance=_num(chance, "chance"), ci=ci, note=note, evidence="planted data")
 
     def needs_full(self, item: str, quantity: str, needs: str, note: str = ""):
         "The full profile produces this quantity; `needs` says with what (weights, data)."
@@ -361,39 +432,49 @@ def _g(v, digits=3) -> str:
     return f"{v:.{digits}g}"
 
 def ledger_row_text(r) -> str:
-    "One ledger row as short plain text (the numbers its status has)."
+    "One ledger row as short plain text (the numbers its status has; Δ only where the row is comparable)."
     extra = ""
     if pd.notna(r.get("ci_low")) and pd.notna(r.get("ci_high")): extra += f" [95 % CI {_g(r['ci_low'])}, {_g(r['ci_high'])}]"
     if pd.notna(r.get("chance")): extra += f" (chance {_g(r['chance'])})"
     s = r["status"]
-    if s == "reproduced":
+    if s in ("reproduced", "partly reproduced", "differs"):
+        head = f"{r['quantity']}: ours {_g(r['ours'])}{extra} vs paper {_g(r['paper'])}"
+        departs = _text(r.get("departs"))
+        if departs: return head + f" (not comparable: {departs})"
         sign = "+" if r["delta"] >= 0 else "−"
-        return f"{r['quantity']}: ours {_g(r['ours'])}{extra} vs paper {_g(r['paper'])} (Δ {sign}{_g(abs(r['delta']))})"
+        return head + f" (Δ {sign}{_g(abs(r['delta']))})"
     if s == "validated":
         return f"{r['quantity']}: planted {_g(r['planted'])} → recovered {_g(r['ours'])}{extra}"
     if s == "needs full profile": return f"{r['quantity']}: needs {r['needs']}" + (f" ({_text(r.get('note'))})" if _text(r.get("note")) else "")
     return (f"{r['quantity']}: " if _text(r.get("quantity")) else "") + _text(r.get("note"))
 
 # %% ../nbs/18_report.ipynb #09759cd1
-STATUS_COLOURS = {"reproduced": "#1a7f37", "partly reproduced": "#4d9f5f", "validated": "#0969da",
-                  "needs full profile": "#9a6700", "not reproducible": "#6e7781", "not implemented": "#cf222e"}
+STATUS_COLOURS = {"reproduced": "#1a7f37", "reproduced from released outputs": "#2da44e", "partly reproduced": "#4d9f5f",
+                  "differs": "#bc4c00", "validated": "#0969da", "needs full profile": "#9a6700",
+                  "not reproducible": "#6e7781", "not implemented": "#cf222e"}
 
 def _status_badge(s: str) -> str:
     return f'<span class="vlbias-status" style="color:{STATUS_COLOURS.get(s, "#000")};font-weight:600">{html.escape(s)}</span>'
 
 def ledger_html(t: pd.DataFrame) -> str:
-    "HTML table of ledger rows: item, status, what was found, model, data, and the note of reproduced/validated rows."
+    """HTML table of ledger rows: item, status, what was found, what it rests on (evidence, model, data), and the note
+    of rows with a number (with the rule that judged agreement)."""
     rows = []
-    for _, r in t.fillna({"model": "", "data": "", "needs": "", "note": "", "quantity": ""}).iterrows():
-        note = r["note"] if r["status"] in ("reproduced", "validated") else ""
+    for _, r in t.fillna({"model": "", "data": "", "needs": "", "note": "", "quantity": "", "evidence": "",
+                          "tolerance": ""}).iterrows():
+        note = r["note"] if r["status"] in ("reproduced", "partly reproduced", "differs", "validated") else ""
+        if r["tolerance"]: note = f"{note} [{r['tolerance']}]".strip()
+        rests = "; ".join(x for x in (r["evidence"], r["model"], r["data"]) if x)
         rows.append(f"<tr><td>{html.escape(str(r['item']))}</td><td>{_status_badge(r['status'])}</td>"
-                    f"<td>{html.escape(ledger_row_text(r))}</td><td>{html.escape(str(r['model']))}</td>"
-                    f"<td>{html.escape(str(r['data']))}</td><td>{html.escape(str(note))}</td></tr>")
+                    f"<td>{html.escape(ledger_row_text(r))}</td><td>{html.escape(rests)}</td>"
+                    f"<td>{html.escape(str(note))}</td></tr>")
     return ('<table class="dataframe vlbias-ledger" style="text-align:left"><thead><tr><th>item</th><th>status</th><th>what we found</th>'
-            '<th>model</th><th>data</th><th>note</th></tr></thead><tbody>' + "".join(rows) + "</tbody></table>")
+            '<th>rests on (evidence; model; data)</th><th>note</th></tr></thead><tbody>' + "".join(rows) + "</tbody></table>")
 
 # %% ../nbs/18_report.ipynb #ee1a87f3
-ITEM_STATUSES = ("reproduced", "partly reproduced", "validated", "needs full profile", "not reproducible", "not implemented")
+ITEM_STATUSES = ("reproduced", "reproduced from released outputs", "partly reproduced", "differs", "validated",
+                 "needs full profile", "not reproducible", "not implemented")
+LEDGER_DEFAULTS = {"evidence": "", "tolerance": "", "departs": ""}   # columns a ledger published before they existed lacks
 
 def published_ledgers(figures=None) -> pd.DataFrame:
     """The ledger rows of every published analysis under `figures` (default: the checkout's `figures/`), with the run
@@ -403,7 +484,9 @@ def published_ledgers(figures=None) -> pd.DataFrame:
     for f in sorted(figures.glob("*/ledger.csv")):
         t = pd.read_csv(f, keep_default_na=False, na_values=[""])
         for c in LEDGER_COLUMNS:
-            if c not in t.columns: raise ValueError(f"{f}: missing ledger column {c!r}")
+            if c not in t.columns and c not in LEDGER_DEFAULTS: raise ValueError(f"{f}: missing ledger column {c!r}")
+        t = t.assign(**{c: v for c, v in LEDGER_DEFAULTS.items() if c not in t.columns})
+        for c in LEDGER_DEFAULTS: t[c] = t[c].fillna("")
         rec = {}
         if (f.parent / "run.json").exists(): rec = json.loads((f.parent / "run.json").read_text())
         commit = rec.get("git_commit") or ""
@@ -414,18 +497,28 @@ def published_ledgers(figures=None) -> pd.DataFrame:
 
 ITEM_PRIORITY = ("needs full profile", "validated", "not reproducible", "not implemented")
 
-def item_status(statuses) -> str:
-    "The status of one paper item from the statuses of its ledger rows (see above)."
-    s = [x for x in statuses if isinstance(x, str)]
+def item_status(statuses, evidence=None) -> str:
+    """The status of one paper item from the statuses of its ledger rows (and their `evidence`, aligned): reproduced
+    when every row is reproduced or validated — "reproduced from released outputs" when every reproduced row rests on
+    the authors' released model outputs —, partly reproduced when some are, differs when a number of ours misses the
+    paper's and none reproduces it, else the first of `ITEM_PRIORITY` present."""
+    pairs = [(x, e if isinstance(e, str) else "") for x, e in zip(statuses, evidence if evidence is not None else [""] * len(statuses))
+             if isinstance(x, str)]
+    s = [x for x, _ in pairs]
     if not s: return "not implemented"
     if "reproduced" in s:
-        return "reproduced" if all(x in ("reproduced", "validated") for x in s) else "partly reproduced"
+        if not all(x in ("reproduced", "validated") for x in s): return "partly reproduced"
+        ev = {e for x, e in pairs if x == "reproduced"}
+        return "reproduced from released outputs" if ev == {"released outputs"} else "reproduced"
+    if "partly reproduced" in s: return "partly reproduced"
+    if "differs" in s: return "differs"
     return min(s, key=ITEM_PRIORITY.index)
 
 def ledger_by_item(rows: pd.DataFrame | None = None, items: pd.DataFrame | None = None) -> pd.DataFrame:
-    """One row per paper item: `paper_name`, `item`, `kind`, `title`, `status`, `n_rows`, `rows` (its ledger rows as
-    records), `analysis`, `run`. Rows naming an item the inventory lacks raise."""
+    """One row per paper item: `paper_name`, `item`, `kind`, `title`, `status`, `evidence` (what its numbers rest on),
+    `n_rows`, `rows` (its ledger rows as records), `analysis`, `run`. Rows naming an item the inventory lacks raise."""
     rows = published_ledgers() if rows is None else rows
+    if "evidence" not in rows.columns: rows = rows.assign(evidence="")
     items = paper_items() if items is None else items
     known = set(zip(items.paper_name, items.item))
     stray = sorted({(p, i) for p, i in zip(rows.paper_name, rows.item)} - known)
@@ -435,9 +528,10 @@ def ledger_by_item(rows: pd.DataFrame | None = None, items: pd.DataFrame | None 
         mine = rows[(rows.paper_name == it.paper_name) & (rows.item == it.item)]
         runs = sorted({f"{r.analysis} ({r.profile}, {r.commit or 'no commit'}, {str(r.finished)[:10]})"
                        for r in mine.itertuples()}) if len(mine) else []
+        ev = [e for e in EVIDENCE_KINDS if e in set(mine.evidence.fillna(""))]
         out.append(dict(paper_name=it.paper_name, item=it.item, kind=it.kind, title=it.title,
-                        status=item_status(mine.status.tolist()), n_rows=len(mine),
-                        rows=mine.to_dict("records"), analysis=it.analysis, run="; ".join(runs)))
+                        status=item_status(mine.status.tolist(), mine.evidence.tolist()), evidence="; ".join(ev),
+                        n_rows=len(mine), rows=mine.to_dict("records"), analysis=it.analysis, run="; ".join(runs)))
     return pd.DataFrame(out)
 
 def ledger_summary(by_item: pd.DataFrame) -> pd.DataFrame:
@@ -479,8 +573,10 @@ def plot_item_status(by_item: pd.DataFrame):
 
 # %% ../nbs/18_report.ipynb #21c269cd
 def reproduced_rows(rows: pd.DataFrame) -> pd.DataFrame:
-    "The reproduced ledger rows with a nonzero paper value, with `relative_delta` = (ours − paper) / |paper|."
-    r = rows[(rows.status == "reproduced") & rows.paper.notna() & (rows.paper != 0)].copy()
+    """The comparable rows with a number of ours beside the paper's (reproduced or differs, no `departs`) and a nonzero
+    paper value, with `relative_delta` = (ours − paper) / |paper|."""
+    departs = rows.departs.fillna("") if "departs" in rows.columns else pd.Series("", index=rows.index)
+    r = rows[rows.status.isin(["reproduced", "differs"]) & departs.eq("") & rows.paper.notna() & (rows.paper != 0)].copy()
     r["relative_delta"] = (r.ours - r.paper) / r.paper.abs()
     return r
 
