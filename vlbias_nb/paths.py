@@ -114,10 +114,10 @@ class InputFormatError(ValueError):
 
 # %% ../nbs/00_paths.ipynb #d49899c2
 def read_text_input(path: str | os.PathLike, what: str = "Input file") -> str:
-    "The text of `path` as UTF-8; a file that is not UTF-8 raises `InputFormatError` naming it and the line of the bad byte."
+    "The text of `path` as UTF-8 (with or without a byte-order mark); a file that is not UTF-8 raises `InputFormatError` naming it and the line of the bad byte."
     path = Path(path)
     data = path.read_bytes()
-    try: return data.decode("utf-8")
+    try: return data.decode("utf-8-sig")                  # a UTF-8 byte-order mark (Windows editors write one) is read past
     except UnicodeDecodeError as e:
         line = data[:e.start].count(b"\n") + 1
         raise InputFormatError(f"{what} {path} is not UTF-8 text (line {line}: byte {data[e.start]:#04x}); save it as "

@@ -19,7 +19,8 @@ from ..paths import MissingDataError, project_root
 # %% auto #0
 __all__ = ['FAMILIES', 'HF_MODEL_CLASSES', 'HF_MODEL_TYPES', 'TINY_HF_FAMILIES', 'HF_UNSUPPORTED_TYPES', 'ALIP_URL',
            'MODEL_REGISTRY', 'MODEL_KINDS', 'OTHER_MODELS', 'OPENAI_CLIP_ALIASES', 'UnknownModelError',
-           'MissingWeightsError', 'ModelSpec', 'list_models', 'hf_family', 'resolve_model']
+           'MissingWeightsError', 'DamagedWeightsError', 'damaged_weights_error', 'ModelSpec', 'list_models',
+           'hf_family', 'resolve_model']
 
 # %% ../../nbs/zoo/00_registry.ipynb #ba131118
 class UnknownModelError(ValueError):
@@ -27,6 +28,27 @@ class UnknownModelError(ValueError):
 
 class MissingWeightsError(MissingDataError):
     "A known model whose weights are not on this machine; the message says what to download and where to put it."
+
+class DamagedWeightsError(MissingWeightsError):
+    """A weight file that is here but cannot be read (empty, truncated, not a checkpoint, a pickle torch will not load
+    safely, or weights of another architecture); the message names the file and what to do. A kind of missing weights:
+    every entry point that refuses missing weights (exit 2) refuses these the same way."""
+
+def damaged_weights_error(model: str, path, exc: BaseException) -> DamagedWeightsError:
+    "The one message for a weight file `path` of `model` that failed to load with `exc`."
+    kind, msg = type(exc).__name__, str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+    if kind == "UnpicklingError" and "weights_only" in str(exc) and "Unsupported operand" not in str(exc):
+        why = "it is not a plain weights file: torch refuses to unpickle it safely (vlbias never loads with weights_only=False)"
+    elif (kind in ("EOFError", "UnpicklingError") and "weights_only" not in str(exc)) or "Unsupported operand" in str(exc) \
+            or "zip archive" in str(exc) or "Invalid magic" in str(exc) or "invalid load key" in str(exc):
+        why = "it is empty, truncated or not a checkpoint"
+    elif kind == "SafetensorError" or "safetensors" in str(exc).lower() or "header" in str(exc).lower():
+        why = "it is not a valid safetensors file"
+    elif "size mismatch" in str(exc) or "Missing key" in str(exc) or "Unexpected key" in str(exc):
+        why = "its weights do not fit the model's architecture (another checkpoint?)"
+    else: why = f"{kind}: {msg}"
+    return DamagedWeightsError(f"Model {model!r}: the weight file {path} cannot be loaded — {why}. Re-download it, or point "
+                               f"the name at an intact checkpoint.")
 
 # %% ../../nbs/zoo/00_registry.ipynb #3fe25c28
 FAMILIES = {
