@@ -58,3 +58,12 @@ def test_a_byte_order_mark_is_read_past(tmp_path):
     f = tmp_path / "captions.json"
     f.write_bytes(b"\xef\xbb\xbf" + json.dumps(obj).encode())
     assert read_json_input(f) == obj and not read_text_input(f).startswith("\ufeff")
+
+
+def test_sqlite_disk_io_error_names_the_manifest(tmp_path):
+    "Case 6: SQLite's bare 'disk I/O error' (a disk filling during `vlbias generate`) becomes an OSError naming the file."
+    import sqlite3, errno
+    man = GenerationManifest(tmp_path / "manifest.sqlite")
+    e = man._error(sqlite3.OperationalError("disk I/O error"))
+    assert isinstance(e, OSError) and e.errno == errno.EIO and e.filename == str(tmp_path / "manifest.sqlite")
+    assert "is the disk full" in str(e)

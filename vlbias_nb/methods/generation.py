@@ -70,6 +70,8 @@ class GenerationManifest:
         import errno
         msg = str(e)
         if "disk is full" in msg: return OSError(errno.ENOSPC, "No space left on device (SQLite: database or disk is full)", str(self.path))
+        if "disk I/O error" in msg:                                          # what a disk that fills mid-write often gives
+            return OSError(errno.EIO, "SQLite: disk I/O error (is the disk full? free space there, or use another folder)", str(self.path))
         if "readonly" in msg or "unable to open" in msg: return PermissionError(errno.EACCES, f"SQLite cannot write here ({msg})", str(self.path))
         if isinstance(e, sqlite3.OperationalError): return e                 # busy beyond the timeout, ...: as it is
         return CorruptManifestError(f"Generation manifest {self.path} is damaged ({msg}). Move it aside (mv {self.path} "
