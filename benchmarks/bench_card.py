@@ -4,13 +4,51 @@ rehearsal's switch: the same FLOPs as the pretrained weights) on data sets writt
 
     python benchmarks/bench_card.py [--model ViT-B-32/openai] [--n-images 300] [--batch-size 64] [--device auto]
 
-Prints the images/s of the embedding stage (FairFace val through the model's preprocessing and the card's shared
-embedding store), then the wall time of the whole card (every task whose data is present, fresh embedding cache).
+Prints the images/s of the embedding stage on COLD images only (FairFace val through the model's preprocessing and the
+card's shared embedding store; the warm-up runs on other images through another cache, so no timed image is a cache
+hit), the image tower's share of that stage (the rest: decoding, transforms, batching, the cache), and the tower's rate
+as a fraction of the dense matmul ceiling measured beside it (a short sgemm probe at the tower's precision and thread
+count); then the wall time of the whole card (every task whose data is present, fresh embedding cache).
 Last line: the card's wall time in seconds.
 """
 import argparse, os, sys, tempfile, time
 from pathlib import Path
 import torch
+
+def matmul_ceiling(dtype=torch.float32, device="cpu", n: int = 2048, reps: int = 5) -> float:
+    "Dense matmul rate (GFLOP/s) of an n×n product at `dtype` on `device`: the ceiling the image tower is measured against."
+    a, b = (torch.randn(n, n, dtype=dtype, device=device) for _ in range(2))
+    a @ b
+    if device.startswith("cuda"): torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(reps): a @ b
+    if device.startswith("cuda"): torch.cuda.synchronize()
+    return 2 * n ** 3 * reps / (time.perf_counter() - t0) / 1e9
+
+def image_flops(vlm, size: int) -> float:
+    "FLOPs of one image through the image tower (torch's FlopCounterMode: matmuls and convolutions, attention included)."
+    from torch.utils.flop_counter import FlopCounterMode
+    x = torch.zeros(1, 3, size, size, device=vlm.device, dtype=next(vlm.model.parameters()).dtype)
+    was = vlm.model.training
+    vlm.model.train()                     # eval mode's fused attention kernel hides its projections from the counter
+    try:
+        with torch.no_grad(), FlopCounterMode(display=False) as fc: vlm._image_forward(x)
+    finally: vlm.model.train(was)
+    return float(fc.get_total_flops())
+
+class TimedTower:
+    "Wraps a model's `_image_forward` to add up the seconds spent in the image tower (synchronised on CUDA)."
+    def __init__(self, vlm):
+        self.vlm, self.seconds, self._f = vlm, 0.0, vlm._image_forward
+        vlm._image_forward = self
+    def __call__(self, pixels):
+        cuda = str(self.vlm.device).startswith("cuda")
+        if cuda: torch.cuda.synchronize()
+        t0 = time.perf_counter(); out = self._f(pixels)
+        if cuda: torch.cuda.synchronize()
+        self.seconds += time.perf_counter() - t0
+        return out
+    def restore(self): self.vlm._image_forward = self._f
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -35,13 +73,26 @@ def main(argv=None):
         n_params = sum(p.numel() for p in vlm.model.parameters())
         print(f"{args.model}: {n_params:,} parameters (random weights) on {dev}, built in {time.time() - t0:.1f} s")
         faces = face_images(load_fairface("val", roots["fairface"]))
-        ctx = C.CardContext(vlm, args.model, roots, C.CardConfig(batch_size=args.batch_size, progress=False), EmbeddingCache(d / "cache0"))
-        ctx.image_embeddings("warm-up", faces[: min(len(faces), args.batch_size)])
+        warm = face_images(load_fairface("train", roots["fairface"]))[: args.batch_size]   # other images, another cache
+        cfg = C.CardConfig(batch_size=args.batch_size, progress=False)
+        C.CardContext(vlm, args.model, roots, cfg, EmbeddingCache(d / "cache-warm-up")).image_embeddings("warm-up", warm)
+        ctx = C.CardContext(vlm, args.model, roots, cfg, EmbeddingCache(d / "cache0"))
+        tower = TimedTower(vlm)
         if dev.startswith("cuda"): torch.cuda.synchronize()
-        t0 = time.time(); ctx.image_embeddings("fairface", faces)
+        t0 = time.perf_counter(); ctx.image_embeddings("fairface", faces)
         if dev.startswith("cuda"): torch.cuda.synchronize()
-        dt = time.time() - t0
-        print(f"embedding stage: {len(faces)} FairFace images (224²) in {dt:.1f} s = {len(faces) / dt:.1f} images/s (batch {args.batch_size}, {dev})")
+        dt = time.perf_counter() - t0; tower.restore()
+        size = int(getattr(vlm.model.visual, "image_size", (224, 224))[0] if hasattr(vlm.model, "visual") else 224)
+        gflop = image_flops(vlm, size) / 1e9
+        dtype = next(vlm.model.parameters()).dtype
+        ceiling = matmul_ceiling(dtype, dev)
+        tower_rate = len(faces) / tower.seconds
+        print(f"embedding stage, cold: {len(faces)} FairFace images (224²) in {dt:.1f} s = {len(faces) / dt:.2f} images/s "
+              f"(batch {args.batch_size}, {dev}, {torch.get_num_threads()} threads; no timed image was a cache hit)")
+        print(f"image tower: {tower.seconds:.1f} s = {100 * tower.seconds / dt:.0f} % of the stage "
+              f"({100 * (dt - tower.seconds) / dt:.0f} % outside it: decoding, transforms, batching, cache)")
+        print(f"tower rate {tower_rate:.2f} images/s × {gflop:.2f} GFLOP/image = {tower_rate * gflop:.1f} GFLOP/s; "
+              f"matmul ceiling beside it {ceiling:.1f} GFLOP/s ({dtype}) -> {100 * tower_rate * gflop / ceiling:.0f} % of the ceiling")
         t0 = time.time()
         card = C.make_card(args.model, d / "card", None, roots, C.CardConfig(batch_size=args.batch_size, progress=False), dev,
                            model=vlm, cache=EmbeddingCache(d / "cache1"))
