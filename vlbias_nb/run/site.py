@@ -18,7 +18,8 @@ __all__ = ['RUN_RECORD_TAG', 'PROFILE_NOTES', 'PUBLISHED_PATHS', 'PRIVATE_RECORD
            'device_text', 'changed_parameters', 'run_record_markdown', 'nbdev_clean_notebook', 'merge_run_outputs',
            'notebook_defaults_of', 'publish_notebook', 'execute_in_place', 'readme_summary', 'update_readme_summary',
            'notebook_front_matter', 'notebook_title', 'library_pages', 'card_pages', 'page_file', 'analysis_notebooks',
-           'analysis_name', 'analysis_hrefs', 'menu_label', 'site_navigation', 'write_navigation', 'plumbing_reason',
+           'analysis_name', 'analysis_hrefs', 'notebook_description', 'library_overview_markdown',
+           'show_library_overview', 'menu_label', 'site_navigation', 'write_navigation', 'plumbing_reason',
            'label_title', 'inline_markdown', 'raw_backticks', 'tidy_output_html', 'repair_link',
            'repair_markdown_links', 'headlines', 'headline_outputs', 'analysis_ledger_html', 'results_section',
            'fold_code', 'process_page', 'site_files', 'SiteProc', 'process_docs', 'as_quarto_shows', 'render_html',
@@ -316,6 +317,38 @@ def analysis_hrefs(nbs=None, base: str = "") -> dict:
     "Analysis name → the href of its page (from the paths the navigation lists), relative to the site root plus `base`."
     nbs = Path(nbs) if nbs is not None else project_root() / "nbs"
     return {analysis_name(p): base + page_file(p.relative_to(nbs)) for p in analysis_notebooks(nbs)}
+
+# %% ../../nbs/run/02_site.ipynb #rd000014
+def notebook_description(path) -> str:
+    "The one-line `> description` under the title of the notebook at `path`, else ''."
+    for c in _read_nb(path)["cells"]:
+        if c["cell_type"] == "markdown":
+            m = re.search(r"^>\s*(\S.*?)\s*$", _joined(c["source"]), flags=re.M)
+            return m.group(1) if m else ""
+    return ""
+
+def library_overview_markdown(nbs=None) -> str:
+    """The library overview page's body: each layer of `LIBRARY_LAYERS` (its paragraph from `resources/site/library.yaml`)
+    with a link to each of its pages (the pages the navigation lists, `library_pages`) and that page's description."""
+    nbs = Path(nbs) if nbs is not None else project_root() / "nbs"
+    about = read_resource_yaml("site/library.yaml") or {}
+    def bullets(pages, indent=""):
+        return "".join(f"{indent}* [{notebook_title(nbs / p)}]({page_file(p)}) — {notebook_description(nbs / p)}\n" for p in pages)
+    out = []
+    sections = {s["section"]: s["contents"] for s in library_pages(nbs)}
+    for sub, title in LIBRARY_LAYERS.items():
+        if title not in sections: continue
+        out.append(f"### {title}\n\n{about.get(sub, '')}\n\n")
+        for e in sections[title]:
+            if isinstance(e, str): out.append(bullets([e]))
+            else: out.append(f"* **{e['section']}**\n" + bullets(e["contents"], "  "))
+        out.append("\n")
+    return "".join(out).rstrip() + "\n"
+
+def show_library_overview(nbs=None):
+    "Display `library_overview_markdown` (the overview page runs it while the site is built: `#| exec_doc`)."
+    from IPython.display import display, Markdown
+    display(Markdown(library_overview_markdown(nbs)))
 
 # %% ../../nbs/run/02_site.ipynb #d53e8822
 def _first_page(entries):
