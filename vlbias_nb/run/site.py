@@ -620,11 +620,11 @@ class SiteProc:
     def __call__(self, cell): return None
     def end(self):
         from nbdev.config import get_config
-        from fastcore.basics import dict2obj
+        from fastcore.xtras import dict2obj
         nbs = Path(get_config().nbs_path).resolve()
         page = Path(self.nb["path_"]).resolve().relative_to(nbs).as_posix()
         process_page(self.nb, page, site_files(nbs))
-        self.nb.cells = [c if hasattr(c, "source") else dict2obj(c) for c in self.nb.cells]
+        self.nb.cells = [c if hasattr(c, "source") else dict2obj(c, list_func=list) for c in self.nb.cells]
 
 # %% ../../nbs/run/02_site.ipynb #9af52635
 def process_docs(dest, root=None, n_workers: int = 2) -> Path:
