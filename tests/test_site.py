@@ -111,8 +111,9 @@ def test_navigation_lists_results_then_analyses_by_paper_then_model_cards_then_l
     assert yaml.safe_load(committed) == site_navigation(), "nbs/sidebar.yml is stale: run vlbias_nb.run.site.write_navigation()"
     side = site_navigation()["website"]["sidebar"]["contents"]
     cards = sorted((ROOT / "nbs" / "cards").glob("*.md"))                        # pages of `vlbias card --publish`, if any
-    assert side[0]["href"] == "index.ipynb" and [e["section"] for e in side[1:]] == \
+    assert side[0]["href"] == "index.ipynb" and [e["section"].split(" (")[0] for e in side[1:]] == \
         ["Analyses", *(["Model cards"] if cards else []), "Library reference"]
+    if cards: assert side[2]["section"] == cards_section_title(ROOT / "nbs", card_pages(ROOT / "nbs"))
     assert sum(len(s["contents"]) for s in side[1]["contents"]) == len(ANALYSES)
     cfg = (ROOT / "settings.ini").read_text()
     assert re.search(r"^custom_sidebar\s*=\s*True", cfg, re.M)
@@ -152,7 +153,7 @@ def test_published_tables_beside_the_paper_say_whether_they_are_comparable():
 
 # ---- The site as a reader meets it (issue 32) ----
 import html as _html, posixpath, yaml
-from vlbias_nb.run.site import (page_file, plumbing_reason, raw_backticks, render_html, RESULTS_TAG, site_navigation,
+from vlbias_nb.run.site import (page_file, cards_section_title, card_pages, plumbing_reason, raw_backticks, render_html, RESULTS_TAG, site_navigation,
                                 analysis_name, headlines, LEDGER_LABEL)
 
 def _fm(nb):
@@ -265,7 +266,8 @@ def test_no_page_takes_an_embedded_image_for_its_preview(proc):
         img = fm.get("image", "")
         assert img and not img.startswith("data:"), p
         assert (p.parent / img).resolve().is_file(), (p, img)
-    assert "commonmark" not in (ROOT / "_quarto.yml").read_text()
+    test_fmt = yaml.safe_load((ROOT / "_quarto.yml").read_text())["format"]
+    assert list(test_fmt) == ["html"], f"one output format, got {list(test_fmt)}"
 
 _MEASURE = """<script>window.addEventListener("load", () => {
   const t = [...document.querySelectorAll("table.vlbias-ledger")].map(x => [Math.ceil(x.getBoundingClientRect().width), x.parentElement.clientWidth]);

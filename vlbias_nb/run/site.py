@@ -12,18 +12,18 @@ from ..resources import read_resource_yaml
 
 # %% auto #0
 __all__ = ['RUN_RECORD_TAG', 'PROFILE_NOTES', 'PUBLISHED_PATHS', 'PRIVATE_RECORD_KEYS', 'README_START', 'README_END',
-           'LIBRARY_LAYERS', 'LIBRARY_OVERVIEW', 'PLUMBING_DIRECTIVE', 'METHOD_DIRECTIVE', 'FOLD_MARKER', 'RESULTS_TAG',
-           'PREVIEW_IMAGE', 'LEDGER_LABEL', 'RESULTS_INTRO', 'HIDE_INPUT_TAG', 'absolute_paths', 'path_replacements',
-           'scrub_paths', 'PublishError', 'collapse_carriage_returns', 'clean_outputs', 'unpublished_pathspec',
-           'device_text', 'changed_parameters', 'run_record_markdown', 'nbdev_clean_notebook', 'merge_run_outputs',
-           'notebook_defaults_of', 'publish_notebook', 'execute_in_place', 'readme_summary', 'update_readme_summary',
-           'notebook_front_matter', 'notebook_title', 'library_pages', 'card_pages', 'page_file', 'analysis_notebooks',
-           'analysis_name', 'analysis_hrefs', 'notebook_description', 'library_overview_markdown',
-           'show_library_overview', 'menu_label', 'site_navigation', 'write_navigation', 'plumbing_reason',
-           'label_title', 'inline_markdown', 'raw_backticks', 'tidy_output_html', 'repair_link',
-           'repair_markdown_links', 'headlines', 'headline_outputs', 'analysis_ledger_html', 'results_section',
-           'fold_code', 'process_page', 'site_files', 'SiteProc', 'process_docs', 'as_quarto_shows', 'render_html',
-           'publish_home']
+           'LIBRARY_LAYERS', 'CARDS_CHECK_LABEL', 'LIBRARY_OVERVIEW', 'PLUMBING_DIRECTIVE', 'METHOD_DIRECTIVE',
+           'FOLD_MARKER', 'RESULTS_TAG', 'PREVIEW_IMAGE', 'LEDGER_LABEL', 'RESULTS_INTRO', 'HIDE_INPUT_TAG',
+           'absolute_paths', 'path_replacements', 'scrub_paths', 'PublishError', 'collapse_carriage_returns',
+           'clean_outputs', 'unpublished_pathspec', 'device_text', 'changed_parameters', 'run_record_markdown',
+           'nbdev_clean_notebook', 'merge_run_outputs', 'notebook_defaults_of', 'publish_notebook', 'execute_in_place',
+           'readme_summary', 'update_readme_summary', 'notebook_front_matter', 'notebook_title', 'library_pages',
+           'card_pages', 'cards_section_title', 'page_file', 'analysis_notebooks', 'analysis_name', 'analysis_hrefs',
+           'notebook_description', 'library_overview_markdown', 'show_library_overview', 'menu_label',
+           'site_navigation', 'write_navigation', 'plumbing_reason', 'label_title', 'inline_markdown', 'raw_backticks',
+           'tidy_output_html', 'repair_link', 'repair_markdown_links', 'headlines', 'headline_outputs',
+           'analysis_ledger_html', 'results_section', 'fold_code', 'process_page', 'site_files', 'SiteProc',
+           'process_docs', 'as_quarto_shows', 'render_html', 'publish_home']
 
 # %% ../../nbs/run/02_site.ipynb #ba9df720
 _ABS_PATH = re.compile(r"(?:^|(?<=[\s'\"(=\[,:]))(/(?:[\w.+@-]+/)+[\w.+@-]*)")
@@ -293,6 +293,18 @@ def card_pages(nbs) -> list[str]:
     pages = [p for p in d.glob("*.md") if not p.name.startswith(("_", "."))] if d.is_dir() else []
     return [p.relative_to(nbs).as_posix() for p in sorted(pages, key=lambda p: (p.stem != "leaderboard", p.stem))]
 
+CARDS_CHECK_LABEL = "pipeline check — what a card looks like"
+
+def cards_section_title(nbs, cards) -> str:
+    """The navigation's title of the model cards: "Model cards", and while every published card's weights are random or
+    planted (`card.json`: `model.weights_mode`), also that they are a pipeline check showing what a card looks like."""
+    modes = []
+    for c in cards:
+        f = Path(nbs) / Path(c).with_suffix("") / "card.json"
+        if f.exists(): modes.append(json.loads(f.read_text(encoding="utf-8")).get("model", {}).get("weights_mode"))
+    checks = bool(modes) and all(m in ("random", "planted") for m in modes)
+    return f"Model cards ({CARDS_CHECK_LABEL})" if checks else "Model cards"
+
 # %% ../../nbs/run/02_site.ipynb #rd000002
 def page_file(rel) -> str:
     """The page Quarto writes for the notebook or Markdown file at `rel` (relative to nbs/): nbdev sets each notebook's
@@ -377,14 +389,15 @@ def site_navigation(nbs=None) -> dict:
     sections = [{"section": p, "contents": by_paper[p]} for p in papers().paper_name if p in by_paper]
     library, cards = library_pages(nbs), card_pages(nbs)
     overview = [LIBRARY_OVERVIEW] if (nbs / LIBRARY_OVERVIEW).exists() else []
+    cards_title = cards_section_title(nbs, cards)
     sidebar = {"contents": [{"text": "Results ledger", "href": "index.ipynb"},
                             {"section": "Analyses", "contents": sections},
-                            *([{"section": "Model cards", "contents": cards}] if cards else []),
+                            *([{"section": cards_title, "contents": cards}] if cards else []),
                             {"section": "Library reference", "contents": overview + library}]}
     navbar = {"left": [{"text": "Results", "href": "index.ipynb"},
                        {"text": "Analyses", "menu": [{"text": menu_label(s["section"], notebook_title(nbs / c)), "href": c}
                                                     for s in sections for c in s["contents"]]},
-                       *([{"text": "Model cards", "href": cards[0]}] if cards else []),
+                       *([{"text": cards_title, "href": cards[0]}] if cards else []),
                        {"text": "Library", "href": (overview or [_first_page(library) or "index.ipynb"])[0]}]}
     return {"website": {"sidebar": sidebar, "navbar": navbar}}
 
@@ -527,14 +540,22 @@ def headline_outputs(cells, fragments) -> list[dict]:
     return picked
 
 LEDGER_LABEL = ('<p class="vlbias-label vlbias-ledger-label"><b>Results ledger</b> · each paper item this analysis answers '
-                "for: ours beside the paper's with the difference, and what it rests on (the note behind each row's disclosure)</p>")
+                "for, one row each: its status, ours beside the paper's with the difference, what it rests on (models, "
+                "data, run and notes behind each row's disclosure; every ledger row at the foot of the page)</p>")
 
-def analysis_ledger_html(name: str, figures=None) -> str | None:
-    "The ledger of the published run of analysis `name` (`figures/<name>/ledger.csv`) as HTML under its label, else None."
-    from vlbias_nb.report import published_ledgers, ledger_html
+def analysis_ledger_html(name: str, figures=None, by_item: bool = True) -> str | None:
+    """The ledger of the published run of analysis `name` (`figures/<name>/ledger.csv`) as HTML under its label: one
+    row per paper item (`item_table_html`, the Results section), or one per ledger row (`ledger_html`); else None."""
+    from vlbias_nb.report import published_ledgers, ledger_html, ledger_by_item, paper_items, item_table_html
     rows = published_ledgers(figures)
     rows = rows[rows.analysis == name]
-    return LEDGER_LABEL + ledger_html(rows) if len(rows) else None
+    if not len(rows): return None
+    if not by_item: return ledger_html(rows)
+    items = paper_items()
+    mine = set(zip(rows.paper_name, rows.item))
+    items = items[[(p, i) in mine or a == name for p, i, a in zip(items.paper_name, items.item, items.analysis)]]
+    bi = ledger_by_item(rows, items)
+    return LEDGER_LABEL + "".join(item_table_html(bi, p) for p in bi.paper_name.unique())
 
 def _html_output(text: str) -> dict:
     return {"output_type": "display_data", "metadata": {}, "data": {"text/html": text, "text/plain": "<HTML>"}}
@@ -589,7 +610,7 @@ def process_page(nb, page: str, files, heads: dict | None = None, figures=None, 
         cells[0]["source"] = "---\n" + yaml.safe_dump(fm, sort_keys=False, allow_unicode=True) + "---"
     if not (fm or {}).get("paper"): return nb
     name = analysis_name(page)
-    led = analysis_ledger_html(name, figures)
+    led = analysis_ledger_html(name, figures, by_item=False)
     for c in cells:                                  # the ledger of the published run, drawn by today's ledger_html
         for o in c.get("outputs") or []:
             if led and 'class="dataframe vlbias-ledger"' in _html_of(o) and _LABEL.search(_html_of(o)) is None:
@@ -657,6 +678,8 @@ def as_quarto_shows(nb) -> dict:
             fm = _front_matter([c]) or {}
             if fm.get("title"): cells.append(nbformat.v4.new_markdown_cell(f"# {fm['title']}\n\n> {fm.get('description', '')}"))
             continue
+        if c["cell_type"] == "markdown":                      # Quarto's fenced divs (callouts) as plain text
+            c["source"] = re.sub(r"^:::.*$\n?", "", src, flags=re.M).replace(" :::", "")
         if c["cell_type"] == "code":
             opts = {k: v.strip('"\'') for k, v in _OPTION.findall(src)}
             code = "\n".join(l for l in src.split("\n") if not l.startswith("#|")).strip("\n")
