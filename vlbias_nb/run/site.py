@@ -397,7 +397,7 @@ def site_navigation(nbs=None) -> dict:
     navbar = {"left": [{"text": "Results", "href": "index.ipynb"},
                        {"text": "Analyses", "menu": [{"text": menu_label(s["section"], notebook_title(nbs / c)), "href": c}
                                                     for s in sections for c in s["contents"]]},
-                       *([{"text": cards_title, "href": cards[0]}] if cards else []),
+                       *([{"text": cards_title.replace(" — what a card looks like", ""), "href": cards[0]}] if cards else []),
                        {"text": "Library", "href": (overview or [_first_page(library) or "index.ipynb"])[0]}]}
     return {"website": {"sidebar": sidebar, "navbar": navbar}}
 
