@@ -58,7 +58,7 @@ def test_home_page_is_the_results_ledger(proc):
     rows = html.count('<table class="dataframe vlbias-ledger"')
     assert rows == len(papers()), "one ledger table per paper"
     for it in items.itertuples():                                    # a row per paper item
-        assert f"<tr><td>{it.item}</td>" in html.replace("&#x27;", "'").replace("&amp;", "&"), it.item
+        assert f"<tr><td><b>{it.item}</b>" in html.replace("&#x27;", "'").replace("&amp;", "&"), it.item
     assert any("image/png" in o.get("data", {}) for c in nb["cells"] for o in c.get("outputs", [])), "no figure"
 
 def test_every_analysis_page_carries_its_results(proc):
