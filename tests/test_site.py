@@ -111,9 +111,11 @@ def test_navigation_lists_results_then_analyses_by_paper_then_model_cards_then_l
     assert yaml.safe_load(committed) == site_navigation(), "nbs/sidebar.yml is stale: run vlbias_nb.run.site.write_navigation()"
     side = site_navigation()["website"]["sidebar"]["contents"]
     cards = sorted((ROOT / "nbs" / "cards").glob("*.md"))                        # pages of `vlbias card --publish`, if any
-    assert side[0]["href"] == "index.ipynb" and [e["section"].split(" (")[0] for e in side[1:]] == \
+    assert side[0]["href"] == "index.ipynb" and [e["section"] for e in side[1:]] == \
         ["Analyses", *(["Model cards"] if cards else []), "Library reference"]
-    if cards: assert side[2]["section"] == cards_section_title(ROOT / "nbs", card_pages(ROOT / "nbs"))
+    if cards:                                   # the navbar says what the published cards are
+        navbar = site_navigation()["website"]["navbar"]["left"]
+        assert navbar[2] == {"text": cards_section_title(ROOT / "nbs", card_pages(ROOT / "nbs")), "href": "cards/leaderboard.md"}
     assert sum(len(s["contents"]) for s in side[1]["contents"]) == len(ANALYSES)
     cfg = (ROOT / "settings.ini").read_text()
     assert re.search(r"^custom_sidebar\s*=\s*True", cfg, re.M)

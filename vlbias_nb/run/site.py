@@ -293,10 +293,10 @@ def card_pages(nbs) -> list[str]:
     pages = [p for p in d.glob("*.md") if not p.name.startswith(("_", "."))] if d.is_dir() else []
     return [p.relative_to(nbs).as_posix() for p in sorted(pages, key=lambda p: (p.stem != "leaderboard", p.stem))]
 
-CARDS_CHECK_LABEL = "pipeline check — what a card looks like"
+CARDS_CHECK_LABEL = "pipeline check: what a card looks like"
 
 def cards_section_title(nbs, cards) -> str:
-    """The navigation's title of the model cards: "Model cards", and while every published card's weights are random or
+    """The navbar's entry of the model cards (the sidebar's section is "Model cards"): "Model cards", and while every published card's weights are random or
     planted (`card.json`: `model.weights_mode`), also that they are a pipeline check showing what a card looks like."""
     modes = []
     for c in cards:
@@ -392,12 +392,12 @@ def site_navigation(nbs=None) -> dict:
     cards_title = cards_section_title(nbs, cards)
     sidebar = {"contents": [{"text": "Results ledger", "href": "index.ipynb"},
                             {"section": "Analyses", "contents": sections},
-                            *([{"section": cards_title, "contents": cards}] if cards else []),
+                            *([{"section": "Model cards", "contents": cards}] if cards else []),
                             {"section": "Library reference", "contents": overview + library}]}
     navbar = {"left": [{"text": "Results", "href": "index.ipynb"},
                        {"text": "Analyses", "menu": [{"text": menu_label(s["section"], notebook_title(nbs / c)), "href": c}
                                                     for s in sections for c in s["contents"]]},
-                       *([{"text": cards_title.replace(" — what a card looks like", ""), "href": cards[0]}] if cards else []),
+                       *([{"text": cards_title, "href": cards[0]}] if cards else []),
                        {"text": "Library", "href": (overview or [_first_page(library) or "index.ipynb"])[0]}]}
     return {"website": {"sidebar": sidebar, "navbar": navbar}}
 
