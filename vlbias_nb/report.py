@@ -640,10 +640,11 @@ def plot_paper_vs_ours(rows: pd.DataFrame, clip: float = 1.0):
     return fig
 
 # %% ../nbs/18_report.ipynb #ca4e3713
-def item_table_html(by_item: pd.DataFrame, paper_name: str, hrefs: dict | None = None, max_lines: int = 3) -> str:
+def item_table_html(by_item: pd.DataFrame, paper_name: str, hrefs: dict | None = None, max_lines: int = 3,
+                    show_analysis: bool = True) -> str:
     """The ledger of one paper as an HTML table, one compact row per item: the item (its title, a link to its analysis
     page from `hrefs`: analysis name → href), status, ours vs paper with Δ (at most `max_lines` lines), evidence; the
-    models, data, runs and notes behind a disclosure."""
+    models, data, runs and notes behind a disclosure; `show_analysis=False` leaves the analysis out (on its own page)."""
     out = []
     for r in by_item[by_item.paper_name == paper_name].itertuples():
         lines = [ledger_short_text(x) for x in r.rows]
@@ -656,7 +657,7 @@ def item_table_html(by_item: pd.DataFrame, paper_name: str, hrefs: dict | None =
         more = _details("model, data, run, notes", [("model", "; ".join(models)), ("data", "; ".join(data)),
                                                     ("run", r.run), ("notes", " · ".join(notes))])
         href = (hrefs or {}).get(r.analysis)
-        where = (f'<a href="{html.escape(href)}">{html.escape(r.analysis)}</a>' if href else html.escape(r.analysis)) if r.analysis else ""
+        where = "" if not show_analysis else (f'<a href="{html.escape(href)}">{html.escape(r.analysis)}</a>' if href else html.escape(r.analysis)) if r.analysis else ""
         item = f"<b>{html.escape(r.item)}</b><br><small>{html.escape(r.title)}</small>" + (f"<br><small>→ {where}</small>" if where else "")
         badge = _status_badge(r.status)
         if r.status != "validated" and any(x.get("status") == "validated" for x in r.rows):

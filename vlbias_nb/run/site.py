@@ -555,7 +555,7 @@ def analysis_ledger_html(name: str, figures=None, by_item: bool = True) -> str |
     mine = set(zip(rows.paper_name, rows.item))
     items = items[[(p, i) in mine or a == name for p, i, a in zip(items.paper_name, items.item, items.analysis)]]
     bi = ledger_by_item(rows, items)
-    return LEDGER_LABEL + "".join(item_table_html(bi, p) for p in bi.paper_name.unique())
+    return LEDGER_LABEL + "".join(item_table_html(bi, p, show_analysis=False) for p in bi.paper_name.unique())
 
 def _html_output(text: str) -> dict:
     return {"output_type": "display_data", "metadata": {}, "data": {"text/html": text, "text/plain": "<HTML>"}}
