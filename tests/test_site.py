@@ -58,7 +58,7 @@ def test_home_page_is_the_results_ledger(proc):
     rows = html.count('<table class="dataframe vlbias-ledger"')
     assert rows == len(papers()), "one ledger table per paper"
     for it in items.itertuples():                                    # a row per paper item
-        assert f"<tr><td>{it.item}</td>" in html.replace("&#x27;", "'").replace("&amp;", "&"), it.item
+        assert f"<tr><td><b>{it.item}</b>" in html.replace("&#x27;", "'").replace("&amp;", "&"), it.item
     assert any("image/png" in o.get("data", {}) for c in nb["cells"] for o in c.get("outputs", [])), "no figure"
 
 def test_every_analysis_page_carries_its_results(proc):
@@ -113,6 +113,9 @@ def test_navigation_lists_results_then_analyses_by_paper_then_model_cards_then_l
     cards = sorted((ROOT / "nbs" / "cards").glob("*.md"))                        # pages of `vlbias card --publish`, if any
     assert side[0]["href"] == "index.ipynb" and [e["section"] for e in side[1:]] == \
         ["Analyses", *(["Model cards"] if cards else []), "Library reference"]
+    if cards:                                   # the navbar says what the published cards are
+        navbar = site_navigation()["website"]["navbar"]["left"]
+        assert navbar[2] == {"text": cards_section_title(ROOT / "nbs", card_pages(ROOT / "nbs")), "href": "cards/leaderboard.md"}
     assert sum(len(s["contents"]) for s in side[1]["contents"]) == len(ANALYSES)
     cfg = (ROOT / "settings.ini").read_text()
     assert re.search(r"^custom_sidebar\s*=\s*True", cfg, re.M)
@@ -148,3 +151,162 @@ def test_published_tables_beside_the_paper_say_whether_they_are_comparable():
         if any("paper" in str(c).lower() for c in t.columns) and not {"comparable", "reason"} <= set(t.columns):
             bad.append(f.relative_to(ROOT).as_posix())
     assert not bad, f"tables beside the paper without comparable/reason: {bad}"
+
+
+# ---- The site as a reader meets it (issue 32) ----
+import html as _html, posixpath, yaml
+from vlbias_nb.run.site import (page_file, cards_section_title, card_pages, plumbing_reason, raw_backticks, render_html, RESULTS_TAG, site_navigation,
+                                analysis_name, headlines, LEDGER_LABEL)
+
+def _fm(nb):
+    c = nb["cells"][0] if nb["cells"] else None
+    if c and c["cell_type"] == "raw" and _src(c).lstrip().startswith("---"): return yaml.safe_load(_src(c).strip().strip("-")) or {}
+    return {}
+
+def _site_pages(proc):
+    "Every page of the processed site as Quarto writes it: source path under nbs/ → page path (`output-file`)."
+    pages = {}
+    for p in proc.rglob("*"):
+        if not p.is_file() or "_proc" in p.relative_to(proc).parts: continue
+        rel = p.relative_to(proc).as_posix()
+        if p.suffix == ".ipynb":
+            out = _fm(_nb(p)).get("output-file")
+            pages[rel] = posixpath.join(posixpath.dirname(rel), out) if out else page_file(rel)
+        elif p.suffix in (".md", ".qmd"): pages[rel] = page_file(rel)
+    return pages
+
+_CODE = re.compile(r"```.*?```|`[^`\n]*`", re.S)
+_LINKS = re.compile(r'\]\(([^)\s]+)\)|(?:href|src)="([^"]+)"')
+
+def _links_of(p):
+    "(where, target) of every link of the processed notebook or Markdown page `p`: Markdown text, Markdown and HTML outputs."
+    texts = []
+    if p.suffix == ".md": texts.append(("text", p.read_text(encoding="utf-8")))
+    else:
+        for i, c in enumerate(_nb(p)["cells"]):
+            if c["cell_type"] == "markdown": texts.append((f"cell {i}", _CODE.sub("", _src(c))))
+            for o in c.get("outputs", []):
+                for k in ("text/html", "text/markdown"):
+                    v = o.get("data", {}).get(k)
+                    if v: texts.append((f"cell {i} output", v if isinstance(v, str) else "".join(v)))
+    for where, t in texts:
+        for m in _LINKS.finditer(t): yield where, _html.unescape(m.group(1) or m.group(2))
+
+def test_every_link_lands(proc):
+    """A crawl of the processed site: every link inside it (Markdown, HTML outputs, the navigation, absolute links to the
+    site's own host) names a file that exists, a notebook or Markdown page by its source (Quarto maps it to its page),
+    an HTML page by the name Quarto writes (`output-file`)."""
+    from nbdev.config import get_config
+    cfg = get_config(path=ROOT)
+    host = cfg.doc_host.rstrip("/") + cfg.doc_baseurl.rstrip("/") + "/"
+    pages = _site_pages(proc)
+    files = {p.relative_to(proc).as_posix() for p in proc.rglob("*") if p.is_file()}
+    html_pages = set(pages.values())
+    missing, n = [], 0
+    def check(page, where, target):
+        nonlocal n
+        if target.startswith(host): base, target = "", target[len(host):]
+        elif re.match(r"^([a-z][\w+.-]*:|#|//)", target) or not target: return
+        else: base = posixpath.dirname(page)
+        path = posixpath.normpath(posixpath.join(base, target.split("#")[0].split("?")[0]))
+        n += 1
+        ok = path in html_pages if path.endswith(".html") else path in files
+        if not ok: missing.append((page, where, target))
+    for p in sorted(proc.rglob("*")):
+        if p.suffix in (".ipynb", ".md") and p.is_file():
+            for where, t in _links_of(p): check(p.relative_to(proc).as_posix(), where, t)
+    nav = yaml.safe_load((proc / "sidebar.yml").read_text(encoding="utf-8"))["website"]
+    for e in re.findall(r"[\w./-]+\.(?:ipynb|md)", yaml.safe_dump(nav)): check("", "navigation", e)
+    assert n > 300, f"only {n} links crawled"
+    assert not missing, f"{len(missing)} links lead nowhere, e.g. {missing[:10]}"
+
+def _visible_code(c) -> bool:
+    return c["cell_type"] == "code" and not re.search(r"^#\|\s*(code-fold|echo)\s*:", _src(c), re.M) and bool(_src(c).strip())
+
+def _result_label(o) -> bool:
+    h = "".join(_output_texts(o))
+    return bool(re.search(r'class="vlbias-label vlbias-(result|validation|paper|ledger-label)"', h)) and '<details class="vlbias-fold">' not in h[:40]
+
+@pytest.mark.parametrize("src", ANALYSES, ids=lambda p: p.name)
+def test_every_analysis_page_opens_with_its_results(src, proc):
+    """On the processed page (what Quarto renders, top to bottom): the first labelled result (the Results section:
+    the ledger of the published run, ours beside the paper's) comes before any code a reader sees, and every plumbing
+    cell (parameters, imports, the set-up block before the first section) is folded."""
+    cells = _nb(proc / src.relative_to(ROOT / "nbs"))["cells"]
+    first_result = next(i for i, c in enumerate(cells) if any(_result_label(o) for o in c.get("outputs", [])))
+    first_code = next((i for i, c in enumerate(cells) if _visible_code(c)), len(cells))
+    assert first_result < first_code, f"{src.name}: first result in cell {first_result}, visible code from cell {first_code}"
+    assert RESULTS_TAG in cells[first_result].get("metadata", {}).get("tags", [])
+    section = False
+    for i, c in enumerate(cells):
+        if c["cell_type"] == "markdown" and re.search(r"^##\s", _src(c), re.M) and RESULTS_TAG not in c.get("metadata", {}).get("tags", []): section = True
+        if _visible_code(c):
+            assert not plumbing_reason(_src(c), c.get("metadata", {}).get("tags", []), (), not section), f"{src.name}: plumbing cell {i} open"
+
+def test_headlines_name_outputs_of_the_published_runs(proc):
+    "Every headline named in resources/site/headlines.yaml is an output of its analysis's published run (else it is silently skipped)."
+    stale = []
+    for src in ANALYSES:
+        cells = _nb(proc / src.relative_to(ROOT / "nbs"))["cells"]
+        shown = " ".join(_src({"source": o["data"]["text/html"]}) for c in cells if RESULTS_TAG in c.get("metadata", {}).get("tags", [])
+                         for o in c.get("outputs", []) if "text/html" in o.get("data", {}))
+        for frag in headlines().get(analysis_name(src), []):
+            if frag.casefold() not in _html.unescape(shown).casefold(): stale.append((src.name, frag))
+    assert not stale, stale
+
+def test_no_raw_markdown_in_html_outputs(proc):
+    "No HTML output shows Markdown as text: no backtick outside code (ledger notes, table cells)."
+    bad = [(p.relative_to(proc).as_posix(), i, b) for p in sorted(proc.rglob("*.ipynb")) for i, c in enumerate(_nb(p)["cells"])
+           for o in c.get("outputs", []) for b in raw_backticks("".join(_output_texts(o)) if "text/html" in o.get("data", {}) else "")]
+    assert not bad, f"{len(bad)} raw backticks, e.g. {bad[:5]}"
+
+def test_no_page_takes_an_embedded_image_for_its_preview(proc):
+    "Every page names the site's preview image (Quarto's og:image / twitter:image), which exists: never a base64 figure."
+    for p in sorted(proc.rglob("*.ipynb")):
+        fm = _fm(_nb(p))
+        if not fm: continue
+        img = fm.get("image", "")
+        assert img and not img.startswith("data:"), p
+        assert (p.parent / img).resolve().is_file(), (p, img)
+    test_fmt = yaml.safe_load((ROOT / "_quarto.yml").read_text())["format"]
+    assert list(test_fmt) == ["html"], f"one output format, got {list(test_fmt)}"
+
+_MEASURE = """<script>window.addEventListener("load", () => {
+  const t = [...document.querySelectorAll("table.vlbias-ledger")].map(x => [Math.ceil(x.getBoundingClientRect().width), x.parentElement.clientWidth]);
+  const l = document.querySelector(".vlbias-label");
+  const m = document.createElement("pre"); m.id = "vlbias-measure";
+  m.textContent = JSON.stringify({ledger: t, first_label_y: l ? Math.round(l.getBoundingClientRect().top + window.scrollY) : -1});
+  document.body.appendChild(m); });</script>"""
+
+def measure_page(page, width: int, column: int | None = None) -> dict:
+    "The ledger tables' widths beside their containers' and the first label's distance from the top of `page` in headless Chromium."
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    text = page.read_text(encoding="utf-8")
+    if column: text = text.replace("</head>", f"<style>body {{ width: {column}px !important; margin: 0 !important; }}</style></head>", 1)
+    probe = page.with_name(page.stem + ".measure.html")
+    probe.write_text(text.replace("</body>", _MEASURE + "</body>", 1), encoding="utf-8")
+    r = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", f"--window-size={width},1000",
+                        "--virtual-time-budget=5000", "--dump-dom", probe.as_uri()], capture_output=True, text=True, timeout=120)
+    m = re.search(r'<pre id="vlbias-measure">(.*?)</pre>', r.stdout, re.S)
+    assert m, f"no measurement of {page.name}: {r.stderr[-500:]}"
+    return json.loads(_html.unescape(m.group(1)))
+
+@pytest.mark.skipif(not (shutil.which("chromium") or shutil.which("chromium-browser")), reason="needs headless Chromium")
+def test_ledgers_fit_the_column_and_results_come_first_in_chromium(proc, tmp_path):
+    """The nbconvert render (`render_html`) in headless Chromium: in a 750 px column no ledger table is wider than its
+    container; at 1400 px the first label of every analysis page is within its first 1,500 px."""
+    keep = tmp_path / "proc"
+    for src in [ROOT / "nbs" / "index.ipynb", *ANALYSES]:
+        rel = src.relative_to(ROOT / "nbs")
+        (keep / rel).parent.mkdir(parents=True, exist_ok=True); shutil.copy(proc / rel, keep / rel)
+    pages = render_html(keep, tmp_path / "html")
+    wide, late = [], []
+    for page in pages:
+        m = measure_page(page, 1400, column=750)
+        assert m["ledger"], f"{page.name}: no ledger table"
+        wide += [(page.name, w, c) for w, c in m["ledger"] if w > c + 1]
+        if page.name != "index.html":
+            y = measure_page(page, 1400)["first_label_y"]
+            if not 0 <= y <= 1500: late.append((page.name, y))
+    assert not wide, f"ledger tables wider than their column: {wide}"
+    assert not late, f"first result further down than 1,500 px: {late}"

@@ -13,13 +13,14 @@ from .paths import save_table, save_figure, project_root, rehearsal_run
 from .resources import RESOURCES, read_resource_csv, resource_path
 
 # %% auto #0
-__all__ = ['OUTPUT_KINDS', 'COMPARABILITY_REASONS', 'ITEM_COLUMNS', 'LEDGER_STATUSES', 'LEDGER_COLUMNS', 'EVIDENCE_KINDS',
-           'LEDGER_REASONS', 'PAPER_VALUE_COLUMNS', 'PAPER_VALUE_KEYS', 'COMPARISON_COLUMNS', 'STATUS_COLOURS',
-           'ITEM_STATUSES', 'LEDGER_DEFAULTS', 'ITEM_PRIORITY', 'RECORDED_PACKAGES', 'random_weight_model',
-           'output_kind', 'output_label', 'table_html', 'with_comparability', 'show_table', 'figure_png',
-           'figure_image', 'show_figure', 'papers', 'paper_items', 'with_ledger_comparability', 'printed_decimals',
-           'tolerances', 'stated_tolerance', 'agreement', 'Ledger', 'paper_values', 'compare_with_paper',
-           'ledger_row_text', 'ledger_html', 'published_ledgers', 'item_status', 'ledger_by_item', 'ledger_summary',
+__all__ = ['OUTPUT_KINDS', 'COMPARABILITY_REASONS', 'FOLD_MARKER', 'ITEM_COLUMNS', 'LEDGER_STATUSES', 'LEDGER_COLUMNS',
+           'EVIDENCE_KINDS', 'LEDGER_REASONS', 'PAPER_VALUE_COLUMNS', 'PAPER_VALUE_KEYS', 'COMPARISON_COLUMNS',
+           'STATUS_COLOURS', 'LEDGER_TABLE_STYLE', 'LEDGER_WIDTHS', 'ITEM_STATUSES', 'LEDGER_DEFAULTS', 'ITEM_PRIORITY',
+           'RECORDED_PACKAGES', 'random_weight_model', 'output_kind', 'output_label', 'table_html',
+           'with_comparability', 'folded', 'show_table', 'figure_png', 'figure_image', 'show_figure', 'papers',
+           'paper_items', 'with_ledger_comparability', 'printed_decimals', 'tolerances', 'stated_tolerance',
+           'agreement', 'Ledger', 'paper_values', 'compare_with_paper', 'ledger_row_text', 'md_html',
+           'ledger_short_text', 'ledger_html', 'published_ledgers', 'item_status', 'ledger_by_item', 'ledger_summary',
            'summary_markdown', 'plot_item_status', 'reproduced_rows', 'plot_paper_vs_ours', 'item_table_html',
            'show_ledger_overview', 'show_paper_ledger', 'library_versions', 'git_state', 'device_record',
            'environment_record']
@@ -115,17 +116,25 @@ def with_comparability(df: pd.DataFrame, kind: str | None = None, model=None) ->
     return df.assign(comparable=ok, reason="" if ok else COMPARABILITY_REASONS[k])
 
 # %% ../nbs/18_report.ipynb #a1be1c51
+FOLD_MARKER = '<span class="vlbias-fold-marker">▸ folded (click to show): </span>'
+
+def folded(label: str, body: str) -> str:
+    "`body` folded under `label`, with a visible marker saying it is folded."
+    return f'<details class="vlbias-fold"><summary>{FOLD_MARKER}{label}</summary>{body}</details>'
+
 def show_table(df: pd.DataFrame, out_dir=None, name: str | None = None, title: str = "",
                kind: str | None = None, model=None, data: str | None = None, note: str | None = None,
                max_rows: int = 25, digits: int = 4, index: bool = False) -> None:
     """Save `df` to `<out_dir>/tables/<name>.csv` (when both are given) and display it under its label (`output_label`).
+    A table whose `ours` column holds no number is labelled the paper's numbers; a pipeline check is folded (`folded`).
     Returns nothing, so a notebook never shows the table twice."""
+    if kind in (None, "result") and "ours" in df.columns and df["ours"].isna().all(): kind = "paper"   # no number of ours
     df = with_comparability(df, kind, model)
     if out_dir is not None and name: save_table(df, out_dir, name, index=index)
     label = output_label(title or (name or "table"), kind, model, data, note)
     body = table_html(df, max_rows, digits, index)
     if output_kind(kind, model) == "pipeline check":
-        _display_html(f'<details class="vlbias-fold"><summary>{label}</summary>{body}</details>')
+        _display_html(folded(label, body))
     else: _display_html(label + body)
 
 # %% ../nbs/18_report.ipynb #2f2ede71
@@ -160,8 +169,7 @@ def show_figure(fig, out_dir=None, name: str | None = None, title: str = "",
         data, fmt = figure_image(fig, dpi)
         if output_kind(kind, model) == "pipeline check":
             b64 = base64.b64encode(data).decode()
-            display(HTML(f'<details class="vlbias-fold"><summary>{label}</summary>'
-                         f'<img src="data:image/{fmt};base64,{b64}" alt="{html.escape(title or name or "figure")}"></details>'))
+            display(HTML(folded(label, f'<img src="data:image/{fmt};base64,{b64}" alt="{html.escape(title or name or "figure")}">')))
         else:
             display(HTML(label)); display(Image(data=data, format=fmt))
     plt.close(fig)
@@ -456,20 +464,48 @@ STATUS_COLOURS = {"reproduced": "#1a7f37", "reproduced from released outputs": "
 def _status_badge(s: str) -> str:
     return f'<span class="vlbias-status" style="color:{STATUS_COLOURS.get(s, "#000")};font-weight:600">{html.escape(s)}</span>'
 
+def md_html(text) -> str:
+    "`text` escaped for HTML with its inline Markdown rendered: `code` and **bold** (ledger notes are written in Markdown)."
+    s = html.escape(_text(text))
+    s = re.sub(r"`([^`\n]+)`", r"<code>\1</code>", s)
+    return re.sub(r"\*\*([^*\n]+)\*\*", r"<b>\1</b>", s)
+
+LEDGER_TABLE_STYLE = "table-layout:fixed;width:100%;text-align:left;overflow-wrap:anywhere"   # fits any column: no overflow
+LEDGER_WIDTHS = (18, 16, 48, 18)          # % of the column: item, status, ours vs paper, evidence
+
+def _ledger_table(head: list[str], rows: list[str]) -> str:
+    cols = "".join(f'<col style="width:{w}%">' for w in LEDGER_WIDTHS)
+    return (f'<table class="dataframe vlbias-ledger" style="{LEDGER_TABLE_STYLE}"><colgroup>{cols}</colgroup><thead><tr>'
+            + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
+
+def ledger_short_text(r) -> str:
+    "One ledger row in a few words: `ledger_row_text` for a number (ours vs paper, planted → recovered), else the quantity and what it awaits."
+    s = r["status"]
+    if s in ("reproduced", "partly reproduced", "differs", "validated"): return ledger_row_text(r)
+    q = _text(r.get("quantity"))
+    if s == "needs full profile": return (f"{q}: " if q else "") + "needs the full profile"
+    return q or s
+
+def _details(summary: str, parts: list[tuple[str, str]]) -> str:
+    "A disclosure holding the non-empty `parts` (name, Markdown text); '' when all are empty."
+    body = "".join(f"<div><b>{html.escape(k)}:</b> {md_html(v)}</div>" for k, v in parts if _text(v))
+    return f'<details class="vlbias-note"><summary>{html.escape(summary)}</summary>{body}</details>' if body else ""
+
+def _evidence(r) -> str:
+    e = _text(r.get("evidence"))
+    return e or ("planted data" if r.get("status") == "validated" else "—")
+
 def ledger_html(t: pd.DataFrame) -> str:
-    """HTML table of ledger rows: item, status, what was found, what it rests on (evidence, model, data), and the note
-    of rows with a number (with the rule that judged agreement)."""
+    """HTML table of ledger rows, one compact row each: item, status, ours vs paper with Δ (`ledger_row_text`), evidence;
+    what it rests on (model, data), what it needs, the rule that judged agreement and the note behind a disclosure."""
     rows = []
-    for _, r in t.fillna({"model": "", "data": "", "needs": "", "note": "", "quantity": "", "evidence": "",
-                          "tolerance": ""}).iterrows():
-        note = r["note"] if r["status"] in ("reproduced", "partly reproduced", "differs", "validated") else ""
-        if r["tolerance"]: note = f"{note} [{r['tolerance']}]".strip()
-        rests = "; ".join(x for x in (r["evidence"], r["model"], r["data"]) if x)
+    for _, r in t.iterrows():
+        more = _details("model, data, note", [("model", r.get("model")), ("data", r.get("data")), ("needs", r.get("needs")),
+                                             ("differs from the paper's protocol", r.get("departs")),
+                                             ("agreement", r.get("tolerance")), ("note", r.get("note"))])
         rows.append(f"<tr><td>{html.escape(str(r['item']))}</td><td>{_status_badge(r['status'])}</td>"
-                    f"<td>{html.escape(ledger_row_text(r))}</td><td>{html.escape(rests)}</td>"
-                    f"<td>{html.escape(str(note))}</td></tr>")
-    return ('<table class="dataframe vlbias-ledger" style="text-align:left"><thead><tr><th>item</th><th>status</th><th>what we found</th>'
-            '<th>rests on (evidence; model; data)</th><th>note</th></tr></thead><tbody>' + "".join(rows) + "</tbody></table>")
+                    f"<td>{md_html(ledger_short_text(r))}{more}</td><td>{html.escape(_evidence(r))}</td></tr>")
+    return _ledger_table(["item", "status", "ours vs paper", "evidence"], rows)
 
 # %% ../nbs/18_report.ipynb #ee1a87f3
 ITEM_STATUSES = ("reproduced", "reproduced from released outputs", "partly reproduced", "differs", "validated",
@@ -604,44 +640,49 @@ def plot_paper_vs_ours(rows: pd.DataFrame, clip: float = 1.0):
     return fig
 
 # %% ../nbs/18_report.ipynb #ca4e3713
-def item_table_html(by_item: pd.DataFrame, paper_name: str, analyses_href: str = "analyses/{analysis}.html",
-                    max_lines: int = 3) -> str:
-    "The ledger of one paper as an HTML table: one row per item with its status and what was found."
+def item_table_html(by_item: pd.DataFrame, paper_name: str, hrefs: dict | None = None, max_lines: int = 3,
+                    show_analysis: bool = True) -> str:
+    """The ledger of one paper as an HTML table, one compact row per item: the item (its title, a link to its analysis
+    page from `hrefs`: analysis name → href), status, ours vs paper with Δ (at most `max_lines` lines), evidence; the
+    models, data, runs and notes behind a disclosure; `show_analysis=False` leaves the analysis out (on its own page)."""
     out = []
     for r in by_item[by_item.paper_name == paper_name].itertuples():
-        lines = [ledger_row_text(x) for x in r.rows]
+        lines = [ledger_short_text(x) for x in r.rows]
         shown = lines[:max_lines] + ([f"… and {len(lines) - max_lines} more on the analysis page"] if len(lines) > max_lines else [])
-        found = "<br>".join(html.escape(l) for l in shown) or "no analysis has written a row for this item"
+        found = "<br>".join(md_html(l) for l in shown) or "no analysis has written a row for this item"
         models = sorted({_text(x.get("model")) for x in r.rows} - {""})
         data = sorted({_text(x.get("data")) for x in r.rows} - {""})
-        where = (f'<a href="{analyses_href.format(analysis=r.analysis)}">{html.escape(r.analysis)}</a>'
-                 if r.analysis else "—")
+        notes = [f"{_text(x.get('quantity')) or x.get('status')}: {_text(x.get('needs')) or _text(x.get('note'))}"
+                 for x in r.rows if _text(x.get("needs")) or _text(x.get("note"))]
+        more = _details("model, data, run, notes", [("model", "; ".join(models)), ("data", "; ".join(data)),
+                                                    ("run", r.run), ("notes", " · ".join(notes))])
+        href = (hrefs or {}).get(r.analysis)
+        where = "" if not show_analysis else (f'<a href="{html.escape(href)}">{html.escape(r.analysis)}</a>' if href else html.escape(r.analysis)) if r.analysis else ""
+        item = f"<b>{html.escape(r.item)}</b><br><small>{html.escape(r.title)}</small>" + (f"<br><small>→ {where}</small>" if where else "")
         badge = _status_badge(r.status)
         if r.status != "validated" and any(x.get("status") == "validated" for x in r.rows):
             badge += "<br><small>method validated on planted data</small>"
-        out.append(f"<tr><td>{html.escape(r.item)}</td><td>{html.escape(r.title)}</td><td>{badge}</td>"
-                   f"<td>{found}</td><td>{html.escape('; '.join(models))}</td><td>{html.escape('; '.join(data))}</td>"
-                   f"<td>{where}<br><small>{html.escape(r.run)}</small></td></tr>")
-    return ('<table class="dataframe vlbias-ledger" style="text-align:left"><thead><tr><th>item</th><th>what</th><th>status</th>'
-            '<th>what we found</th><th>model</th><th>data</th><th>analysis (run)</th></tr></thead><tbody>'
-            + "".join(out) + "</tbody></table>")
+        ev = r.evidence or ("planted data" if r.status == "validated" else "—")
+        out.append(f"<tr><td>{item}</td><td>{badge}</td><td>{found}{more}</td><td>{html.escape(ev)}</td></tr>")
+    return _ledger_table(["item", "status", "ours vs paper", "evidence"], out)
 
 # %% ../nbs/18_report.ipynb #220ddaf5
 def show_ledger_overview(rows: pd.DataFrame, by_item: pd.DataFrame):
     "Display the summary counts, the status of each paper's items and the reproduced numbers beside the paper's."
     s = ledger_summary(by_item)
     cols = [c for c in ITEM_STATUSES if s[c].sum() > 0] + ["items"]
+    counts = s[cols].astype(int).rename_axis(index="paper", columns=None).reset_index()     # one header row
     _display_html('<p class="vlbias-label"><b>Paper items by status</b> · from the published ledgers of the analysis '
-                  'notebooks</p>' + s[cols].to_html(border=0, classes="dataframe vlbias-table"))
+                  'notebooks</p>' + counts.to_html(index=False, border=0, classes="dataframe vlbias-table"))
     if not _in_kernel(): return
     from IPython.display import display, Image
     import matplotlib.pyplot as plt
     for f in (plot_item_status(by_item), plot_paper_vs_ours(rows)):
         display(Image(data=figure_png(f), format="png")); plt.close(f)
 
-def show_paper_ledger(by_item: pd.DataFrame, paper_name: str, analyses_href: str = "analyses/{analysis}.html"):
-    "Display the ledger of one paper: one row per item."
-    _display_html(item_table_html(by_item, paper_name, analyses_href))
+def show_paper_ledger(by_item: pd.DataFrame, paper_name: str, hrefs: dict | None = None):
+    "Display the ledger of one paper: one row per item (`item_table_html`; `hrefs`: analysis name → its page)."
+    _display_html(item_table_html(by_item, paper_name, hrefs))
 
 # %% ../nbs/18_report.ipynb #30436fe8
 RECORDED_PACKAGES = ("numpy", "pandas", "scipy", "scikit-learn", "torch", "torchvision", "open_clip_torch", "transformers",

@@ -8,15 +8,22 @@ import copy, json, os, re, subprocess, tempfile
 from pathlib import Path
 import nbformat
 from ..paths import project_root, data_root, write_text_atomic
+from ..resources import read_resource_yaml
 
 # %% auto #0
 __all__ = ['RUN_RECORD_TAG', 'PROFILE_NOTES', 'PUBLISHED_PATHS', 'PRIVATE_RECORD_KEYS', 'README_START', 'README_END',
-           'LIBRARY_LAYERS', 'absolute_paths', 'path_replacements', 'scrub_paths', 'PublishError',
-           'collapse_carriage_returns', 'clean_outputs', 'unpublished_pathspec', 'device_text', 'changed_parameters',
-           'run_record_markdown', 'nbdev_clean_notebook', 'merge_run_outputs', 'notebook_defaults_of',
-           'publish_notebook', 'execute_in_place', 'readme_summary', 'update_readme_summary', 'notebook_front_matter',
-           'notebook_title', 'library_pages', 'card_pages', 'site_navigation', 'write_navigation', 'process_docs',
-           'render_html', 'publish_home']
+           'LIBRARY_LAYERS', 'CARDS_CHECK_LABEL', 'LIBRARY_OVERVIEW', 'PLUMBING_DIRECTIVE', 'METHOD_DIRECTIVE',
+           'FOLD_MARKER', 'RESULTS_TAG', 'PREVIEW_IMAGE', 'LEDGER_LABEL', 'RESULTS_INTRO', 'HIDE_INPUT_TAG',
+           'absolute_paths', 'path_replacements', 'scrub_paths', 'PublishError', 'collapse_carriage_returns',
+           'clean_outputs', 'unpublished_pathspec', 'device_text', 'changed_parameters', 'run_record_markdown',
+           'nbdev_clean_notebook', 'merge_run_outputs', 'notebook_defaults_of', 'publish_notebook', 'execute_in_place',
+           'readme_summary', 'update_readme_summary', 'notebook_front_matter', 'notebook_title', 'library_pages',
+           'card_pages', 'cards_section_title', 'page_file', 'analysis_notebooks', 'analysis_name', 'analysis_hrefs',
+           'notebook_description', 'library_overview_markdown', 'show_library_overview', 'menu_label',
+           'site_navigation', 'write_navigation', 'plumbing_reason', 'label_title', 'inline_markdown', 'raw_backticks',
+           'tidy_output_html', 'repair_link', 'repair_markdown_links', 'headlines', 'headline_outputs',
+           'analysis_ledger_html', 'results_section', 'fold_code', 'process_page', 'site_files', 'SiteProc',
+           'process_docs', 'as_quarto_shows', 'render_html', 'publish_home']
 
 # %% ../../nbs/run/02_site.ipynb #ba9df720
 _ABS_PATH = re.compile(r"(?:^|(?<=[\s'\"(=\[,:]))(/(?:[\w.+@-]+/)+[\w.+@-]*)")
@@ -286,6 +293,75 @@ def card_pages(nbs) -> list[str]:
     pages = [p for p in d.glob("*.md") if not p.name.startswith(("_", "."))] if d.is_dir() else []
     return [p.relative_to(nbs).as_posix() for p in sorted(pages, key=lambda p: (p.stem != "leaderboard", p.stem))]
 
+CARDS_CHECK_LABEL = "pipeline check: what a card looks like"
+
+def cards_section_title(nbs, cards) -> str:
+    """The navbar's entry of the model cards (the sidebar's section is "Model cards"): "Model cards", and while every published card's weights are random or
+    planted (`card.json`: `model.weights_mode`), also that they are a pipeline check showing what a card looks like."""
+    modes = []
+    for c in cards:
+        f = Path(nbs) / Path(c).with_suffix("") / "card.json"
+        if f.exists(): modes.append(json.loads(f.read_text(encoding="utf-8")).get("model", {}).get("weights_mode"))
+    checks = bool(modes) and all(m in ("random", "planted") for m in modes)
+    return f"Model cards ({CARDS_CHECK_LABEL})" if checks else "Model cards"
+
+# %% ../../nbs/run/02_site.ipynb #rd000002
+def page_file(rel) -> str:
+    """The page Quarto writes for the notebook or Markdown file at `rel` (relative to nbs/): nbdev sets each notebook's
+    `output-file` to its name lower-cased without the number prefix (`analyses/gab/08_gab.ipynb` →
+    `analyses/gab/gab.html`); a `.md` page keeps its name."""
+    p = Path(rel)
+    if p.suffix in (".ipynb", ".md", ".qmd"):
+        name = re.sub(r"^\d+[a-zA-Z0-9]*_", "", p.name.lower()) if p.suffix == ".ipynb" else p.name
+        p = p.with_name(name).with_suffix(".html")
+    return p.as_posix()
+
+def analysis_notebooks(nbs=None) -> list[Path]:
+    "The analysis notebooks under `nbs/analyses`, by file name (the order of the navigation)."
+    nbs = Path(nbs) if nbs is not None else project_root() / "nbs"
+    return sorted((nbs / "analyses").rglob("[0-9]*.ipynb"), key=lambda p: p.name)
+
+def analysis_name(path) -> str:
+    "The analysis an analysis notebook runs (`vlbias run NAME`): its file name without the number prefix."
+    return re.sub(r"^\d+[a-zA-Z0-9]*_", "", Path(path).stem)
+
+def analysis_hrefs(nbs=None, base: str = "") -> dict:
+    "Analysis name → the href of its page (from the paths the navigation lists), relative to the site root plus `base`."
+    nbs = Path(nbs) if nbs is not None else project_root() / "nbs"
+    return {analysis_name(p): base + page_file(p.relative_to(nbs)) for p in analysis_notebooks(nbs)}
+
+# %% ../../nbs/run/02_site.ipynb #rd000014
+def notebook_description(path) -> str:
+    "The one-line `> description` under the title of the notebook at `path`, else ''."
+    for c in _read_nb(path)["cells"]:
+        if c["cell_type"] == "markdown":
+            m = re.search(r"^>\s*(\S.*?)\s*$", _joined(c["source"]), flags=re.M)
+            return m.group(1) if m else ""
+    return ""
+
+def library_overview_markdown(nbs=None) -> str:
+    """The library overview page's body: each layer of `LIBRARY_LAYERS` (its paragraph from `resources/site/library.yaml`)
+    with a link to each of its pages (the pages the navigation lists, `library_pages`) and that page's description."""
+    nbs = Path(nbs) if nbs is not None else project_root() / "nbs"
+    about = read_resource_yaml("site/library.yaml") or {}
+    def bullets(pages, indent=""):
+        return "".join(f"{indent}* [{notebook_title(nbs / p)}]({page_file(p)}) — {notebook_description(nbs / p)}\n" for p in pages)
+    out = []
+    sections = {s["section"]: s["contents"] for s in library_pages(nbs)}
+    for sub, title in LIBRARY_LAYERS.items():
+        if title not in sections: continue
+        out.append(f"### {title}\n\n{about.get(sub, '')}\n\n")
+        for e in sections[title]:
+            if isinstance(e, str): out.append(bullets([e]))
+            else: out.append(f"* **{e['section']}**\n" + bullets(e["contents"], "  "))
+        out.append("\n")
+    return "".join(out).rstrip() + "\n"
+
+def show_library_overview(nbs=None):
+    "Display `library_overview_markdown` (the overview page runs it while the site is built: `#| exec_doc`)."
+    from IPython.display import display, Markdown
+    display(Markdown(library_overview_markdown(nbs)))
+
 # %% ../../nbs/run/02_site.ipynb #d53e8822
 def _first_page(entries):
     for e in entries:
@@ -293,13 +369,18 @@ def _first_page(entries):
         f = _first_page(e.get("contents", []))
         if f: return f
 
+def menu_label(paper: str, title: str) -> str:
+    "A navbar entry of an analysis: its title, prefixed with its paper's name unless the title starts with it already."
+    return title if title.casefold().startswith(paper.casefold()) else f"{paper}: {title}"
+
+LIBRARY_OVERVIEW = "library.ipynb"    # the one-page overview of the layers the navbar's "Library" opens
+
 def site_navigation(nbs=None) -> dict:
     "The sidebar and navbar of the site (see above), as the `website:` YAML mapping."
     from vlbias_nb.report import papers
     nbs = Path(nbs) if nbs is not None else project_root() / "nbs"
-    analyses = sorted((nbs / "analyses").rglob("[0-9]*.ipynb"), key=lambda p: p.name)
     by_paper = {}
-    for a in analyses:
+    for a in analysis_notebooks(nbs):
         paper = notebook_front_matter(a).get("paper")
         if not paper: raise PublishError(f"{a} has no `paper:` in its front matter; add the paper it reproduces")
         by_paper.setdefault(paper, []).append(a.relative_to(nbs).as_posix())
@@ -307,14 +388,17 @@ def site_navigation(nbs=None) -> dict:
     if unknown: raise PublishError(f"front matter names unknown paper(s) {sorted(unknown)}; one of {papers().paper_name.tolist()}")
     sections = [{"section": p, "contents": by_paper[p]} for p in papers().paper_name if p in by_paper]
     library, cards = library_pages(nbs), card_pages(nbs)
+    overview = [LIBRARY_OVERVIEW] if (nbs / LIBRARY_OVERVIEW).exists() else []
+    cards_title = cards_section_title(nbs, cards)
     sidebar = {"contents": [{"text": "Results ledger", "href": "index.ipynb"},
                             {"section": "Analyses", "contents": sections},
                             *([{"section": "Model cards", "contents": cards}] if cards else []),
-                            {"section": "Library reference", "contents": library}]}
+                            {"section": "Library reference", "contents": overview + library}]}
     navbar = {"left": [{"text": "Results", "href": "index.ipynb"},
-                       {"text": "Analyses", "menu": [{"text": f"{s['section']}: {notebook_title(nbs / c)}", "href": c} for s in sections for c in s["contents"]]},
-                       *([{"text": "Model cards", "href": cards[0]}] if cards else []),
-                       {"text": "Library", "href": _first_page(library) or "index.ipynb"}]}
+                       {"text": "Analyses", "menu": [{"text": menu_label(s["section"], notebook_title(nbs / c)), "href": c}
+                                                    for s in sections for c in s["contents"]]},
+                       *([{"text": cards_title, "href": cards[0]}] if cards else []),
+                       {"text": "Library", "href": (overview or [_first_page(library) or "index.ipynb"])[0]}]}
     return {"website": {"sidebar": sidebar, "navbar": navbar}}
 
 # %% ../../nbs/run/02_site.ipynb #73daed30
@@ -327,6 +411,241 @@ def write_navigation(nbs=None) -> Path:
     p = nbs / "sidebar.yml"
     if not p.exists() or p.read_text(encoding="utf-8") != text: write_text_atomic(p, text)
     return p
+
+# %% ../../nbs/run/02_site.ipynb #rd000004
+PLUMBING_DIRECTIVE, METHOD_DIRECTIVE = "plumbing", "method"   # `#| plumbing` folds a code cell, `#| method` keeps it open
+
+def plumbing_reason(source: str, tags=(), directives=(), before_first_section: bool = False) -> str:
+    """Why a code cell of an analysis page is plumbing ('' when it is not): the papermill parameters, imports only,
+    or the set-up block before the page's first `##` section. `#| plumbing` / `#| method` (directives) decide instead."""
+    import ast
+    if METHOD_DIRECTIVE in directives: return ""
+    if PLUMBING_DIRECTIVE in directives: return "set-up code"
+    if "parameters" in tags: return "the parameters"
+    try: body = ast.parse(source).body
+    except SyntaxError: body = None
+    if body and all(isinstance(n, (ast.Import, ast.ImportFrom)) for n in body): return "imports"
+    if before_first_section and source.strip(): return "set-up code: imports, paths, data and models"
+    return ""
+
+# %% ../../nbs/run/02_site.ipynb #rd000006
+_LABEL = re.compile(r'<p class="vlbias-label vlbias-([\w-]+)"[^>]*>(.*?)</p>', re.S)
+_TAG_OR_TEXT = re.compile(r"(<[^>]*>)|([^<]+)")
+_RAW_ELEMENTS = ("code", "pre", "script", "style", "kbd", "samp")
+
+def _html_of(o) -> str: return _joined(o.get("data", {}).get("text/html", "")) if isinstance(o, dict) else ""
+
+def label_title(label_html: str) -> str:
+    "The title of an output label (`output_label`): the text between its kind and its model/data parts."
+    import html as _h
+    text = _h.unescape(re.sub(r"<[^>]+>", "", label_html))
+    parts = [p.strip() for p in text.split(" · ")]
+    return parts[1] if len(parts) > 1 else parts[0]
+
+def inline_markdown(text: str) -> str:
+    """The text parts of `text` (HTML) with Markdown's inline code (`x`) and bold (**x**) rendered as HTML; tags and
+    what is inside code, pre, script and style are kept as they are."""
+    out, raw = [], 0
+    for tag, txt in _TAG_OR_TEXT.findall(text):
+        if tag:
+            m = re.match(r"<(/?)(\w+)", tag)
+            if m and m.group(2).lower() in _RAW_ELEMENTS and not tag.endswith("/>"): raw += -1 if m.group(1) else 1
+            raw = max(raw, 0); out.append(tag); continue
+        if raw == 0:
+            txt = re.sub(r"`([^`\n]+)`", r"<code>\1</code>", txt)
+            txt = re.sub(r"\*\*([^*\n]+)\*\*", r"<b>\1</b>", txt)
+        out.append(txt)
+    return "".join(out)
+
+def raw_backticks(text: str) -> list[str]:
+    "The text parts of HTML `text` outside code, pre, script and style that still hold a backtick (Markdown shown raw)."
+    bad, raw = [], 0
+    for tag, txt in _TAG_OR_TEXT.findall(text):
+        if tag:
+            m = re.match(r"<(/?)(\w+)", tag)
+            if m and m.group(2).lower() in _RAW_ELEMENTS and not tag.endswith("/>"): raw = max(raw + (-1 if m.group(1) else 1), 0)
+        elif raw == 0 and "`" in txt: bad.append(txt.strip()[:80])
+    return bad
+
+FOLD_MARKER = '<span class="vlbias-fold-marker">▸ folded (click to show): </span>'
+
+def _ours_all_missing(table_html: str) -> bool:
+    "Whether the HTML table has an `ours` column whose every cell is empty or <NA>/nan."
+    import html as _h
+    head = re.search(r"<thead>(.*?)</thead>", table_html, re.S)
+    if not head: return False
+    cols = [_h.unescape(re.sub(r"<[^>]+>", "", c)).strip() for c in re.findall(r"<th[^>]*>(.*?)</th>", head.group(1), re.S)]
+    if "ours" not in cols: return False
+    i = cols.index("ours")
+    body = re.search(r"<tbody>(.*?)</tbody>", table_html, re.S)
+    rows = re.findall(r"<tr[^>]*>(.*?)</tr>", body.group(1) if body else "", re.S)
+    cells = [re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", r, re.S) for r in rows]
+    vals = [_h.unescape(c[i]).strip() for c in cells if len(c) == len(cols)]
+    return bool(vals) and all(v in ("", "<NA>", "nan", "NaN", "None") for v in vals)
+
+def tidy_output_html(text: str) -> str:
+    """An HTML output as a reader should see it: Markdown in its text rendered (`inline_markdown`), whole numbers
+    printed as integers in table cells, a visible marker on folded blocks, and a table labelled *Result* whose `ours`
+    column is empty relabelled as the paper's numbers."""
+    text = inline_markdown(text)
+    text = re.sub(r"(<td[^>]*>)(-?\d+)\.0(</td>)", r"\1\2\3", text)
+    text = re.sub(r'(<details class="vlbias-fold"><summary>)(?!<span class="vlbias-fold-marker")', r"\1" + FOLD_MARKER, text)
+    m = _LABEL.search(text)
+    if m and m.group(1) == "result" and _ours_all_missing(text[m.end():]):
+        text = (text[:m.start()] + m.group(0).replace("vlbias-result", "vlbias-paper", 1)
+                .replace("<b>Result</b>", "<b>The paper's numbers</b>", 1) + text[m.end():])
+    return text
+
+# %% ../../nbs/run/02_site.ipynb #rd000008
+def repair_link(target: str, page: str, files) -> str:
+    """`target` of a link on `page` (both relative to nbs/), repaired when it names no file of the site (`files`) but
+    exactly one file has its name (e.g. `../index.ipynb` written on a page two folders down); else unchanged."""
+    import posixpath
+    if re.match(r"^([a-z][\w+.-]*:|#|/)", target) or not target: return target
+    path, frag = (target.split("#", 1) + [""])[:2]
+    here = posixpath.dirname(page)
+    if posixpath.normpath(posixpath.join(here, path)) in files: return target
+    same = [f for f in files if posixpath.basename(f) == posixpath.basename(path)]
+    if len(same) != 1: return target
+    fixed = posixpath.relpath(same[0], here or ".")
+    return fixed + ("#" + frag if frag else "")
+
+_MD_LINK = re.compile(r"(\]\()([^)\s]+)(\))")
+
+def repair_markdown_links(md: str, page: str, files) -> str:
+    "Every Markdown link target of `md` repaired (`repair_link`)."
+    return _MD_LINK.sub(lambda m: m.group(1) + repair_link(m.group(2), page, files) + m.group(3), md)
+
+# %% ../../nbs/run/02_site.ipynb #rd000010
+RESULTS_TAG = "vlbias-results"      # the cells of a page's Results section
+PREVIEW_IMAGE = "images/vlbias-nb.png"   # relative to nbs/: every page's og:image / twitter:image
+
+def headlines() -> dict:
+    "Analysis name → the label fragments of its headline outputs (`resources/site/headlines.yaml`)."
+    return {k: list(v or []) for k, v in (read_resource_yaml("site/headlines.yaml") or {}).items()}
+
+def headline_outputs(cells, fragments) -> list[dict]:
+    "Copies of the outputs of `cells` whose label title holds one of `fragments`, in that order (a figure's label brings its image)."
+    outs = [o for c in cells if c.get("cell_type") == "code" for o in (c.get("outputs") or [])]
+    picked = []
+    for frag in fragments:
+        for i, o in enumerate(outs):
+            m = _LABEL.search(_html_of(o))
+            if not m or frag.casefold() not in label_title(m.group(0)).casefold(): continue
+            picked.append(copy.deepcopy(dict(o)))
+            bare = "<table" not in _html_of(o) and "<img" not in _html_of(o)
+            if bare and i + 1 < len(outs) and any(k.startswith("image/") for k in outs[i + 1].get("data", {})):
+                picked.append(copy.deepcopy(dict(outs[i + 1])))
+            break
+    return picked
+
+LEDGER_LABEL = ('<p class="vlbias-label vlbias-ledger-label"><b>Results ledger</b> · each paper item this analysis answers '
+                "for, one row each: its status, ours beside the paper's with the difference, what it rests on (models, "
+                "data, run and notes behind each row's disclosure; every ledger row at the foot of the page)</p>")
+
+def analysis_ledger_html(name: str, figures=None, by_item: bool = True) -> str | None:
+    """The ledger of the published run of analysis `name` (`figures/<name>/ledger.csv`) as HTML under its label: one
+    row per paper item (`item_table_html`, the Results section), or one per ledger row (`ledger_html`); else None."""
+    from vlbias_nb.report import published_ledgers, ledger_html, ledger_by_item, paper_items, item_table_html
+    rows = published_ledgers(figures)
+    rows = rows[rows.analysis == name]
+    if not len(rows): return None
+    if not by_item: return ledger_html(rows)
+    items = paper_items()
+    mine = set(zip(rows.paper_name, rows.item))
+    items = items[[(p, i) in mine or a == name for p, i, a in zip(items.paper_name, items.item, items.analysis)]]
+    bi = ledger_by_item(rows, items)
+    return LEDGER_LABEL + "".join(item_table_html(bi, p, show_analysis=False) for p in bi.paper_name.unique())
+
+def _html_output(text: str) -> dict:
+    return {"output_type": "display_data", "metadata": {}, "data": {"text/html": text, "text/plain": "<HTML>"}}
+
+RESULTS_INTRO = ("The headline of this run, before the walk-through that makes it: each paper item this analysis answers "
+                 "for with our number beside the paper's, then the page's headline tables and figures (again in their "
+                 "place below). Set-up code (parameters, imports, paths) is folded; the method's code stays open.")
+
+def results_section(name: str, cells, fragments, figures=None) -> list[dict]:
+    "The cells of a page's Results section: a heading and a code cell (its code hidden) holding the ledger and the headline outputs."
+    outs = []
+    led = analysis_ledger_html(name, figures)
+    if led: outs.append(_html_output(led))
+    outs += headline_outputs(cells, fragments)
+    if not outs: return []
+    md = nbformat.v4.new_markdown_cell(f"## Results\n\n{RESULTS_INTRO}", metadata={"tags": [RESULTS_TAG]})
+    code = nbformat.v4.new_code_cell("#| echo: false\n# the headline outputs of this page, gathered by vlbias_nb.run.site.process_page",
+                                     metadata={"tags": [RESULTS_TAG]}, outputs=outs)
+    return [dict(md), dict(code)]
+
+# %% ../../nbs/run/02_site.ipynb #rd000012
+def _tags(c) -> list: return list((c.get("metadata") or {}).get("tags", []) or [])
+
+def fold_code(source: str, what: str) -> str:
+    "`source` folded by Quarto (`code-fold`), its summary saying what it holds."
+    return f'#| code-fold: true\n#| code-summary: "Folded: {what} (click to show the code)"\n{source}'
+
+def _hidden(src: str) -> bool: return bool(re.search(r"^#\|\s*(code-fold|echo)\s*:", src, re.M))
+
+def _front_matter(cells):
+    import yaml
+    if cells and cells[0]["cell_type"] == "raw":
+        s = _joined(cells[0]["source"]).strip()
+        if s.startswith("---"): return yaml.safe_load(s.strip("-\n")) or {}
+    return None
+
+def process_page(nb, page: str, files, heads: dict | None = None, figures=None, preview: str | None = PREVIEW_IMAGE):
+    """The reader's processing of one notebook (`page`: its path under nbs/; `files`: every file of the site), in place:
+    HTML outputs tidied (`tidy_output_html`), Markdown links repaired (`repair_link`), the preview image set; on an
+    analysis page (front matter `paper:`) also the ledger re-drawn from the published run, plumbing folded
+    (`plumbing_reason`) and a Results section (`results_section`) put after the run record. Returns `nb`."""
+    import yaml, posixpath
+    cells = nb["cells"]
+    for c in cells:
+        if c["cell_type"] == "markdown": c["source"] = repair_markdown_links(_joined(c["source"]), page, files)
+        for o in c.get("outputs") or []:
+            d = o.get("data") or {}
+            if "text/html" in d: d["text/html"] = tidy_output_html(_joined(d["text/html"]))
+    fm = _front_matter(cells)
+    if fm is not None and preview and "image" not in fm and preview in files:
+        fm["image"] = posixpath.relpath(preview, posixpath.dirname(page) or ".")
+        cells[0]["source"] = "---\n" + yaml.safe_dump(fm, sort_keys=False, allow_unicode=True) + "---"
+    if not (fm or {}).get("paper"): return nb
+    name = analysis_name(page)
+    led = analysis_ledger_html(name, figures, by_item=False)
+    for c in cells:                                  # the ledger of the published run, drawn by today's ledger_html
+        for o in c.get("outputs") or []:
+            if led and 'class="dataframe vlbias-ledger"' in _html_of(o) and _LABEL.search(_html_of(o)) is None:
+                o["data"]["text/html"] = led
+    seen_section = False
+    for c in cells:
+        src = _joined(c["source"])
+        if c["cell_type"] == "markdown" and re.search(r"^##\s", src, re.M) and RESULTS_TAG not in _tags(c): seen_section = True
+        if c["cell_type"] != "code" or _hidden(src): continue
+        why = plumbing_reason(src, _tags(c), list(c.get("directives_") or {}), not seen_section)
+        if why: c["source"] = fold_code(src, why)
+    heads = headlines() if heads is None else heads
+    section = results_section(name, cells, heads.get(name, []), figures)
+    rec = [i for i, c in enumerate(cells) if RUN_RECORD_TAG in _tags(c)]
+    at = rec[0] + 1 if rec else next((i for i, c in enumerate(cells) if c["cell_type"] != "raw"), len(cells))
+    cells[at:at] = section
+    return nb
+
+def site_files(nbs) -> set[str]:
+    "Every file of the site under `nbs` (relative posix paths; no hidden or build folders)."
+    nbs = Path(nbs)
+    return {p.relative_to(nbs).as_posix() for p in nbs.rglob("*") if p.is_file()
+            and not any(part.startswith(".") or part in ("_proc", "_docs", "_site") for part in p.relative_to(nbs).parts)}
+
+class SiteProc:
+    "nbdev processor (settings.ini `procs = vlbias_nb.run.site:SiteProc`): `process_page` on every notebook nbdev hands to Quarto."
+    def __init__(self, nb): self.nb = nb
+    def __call__(self, cell): return None
+    def end(self):
+        from nbdev.config import get_config
+        from fastcore.xtras import dict2obj
+        nbs = Path(get_config().nbs_path).resolve()
+        page = Path(self.nb["path_"]).resolve().relative_to(nbs).as_posix()
+        process_page(self.nb, page, site_files(nbs))
+        self.nb.cells = [c if hasattr(c, "source") else dict2obj(c, list_func=list) for c in self.nb.cells]
 
 # %% ../../nbs/run/02_site.ipynb #9af52635
 def process_docs(dest, root=None, n_workers: int = 2) -> Path:
@@ -344,14 +663,54 @@ def process_docs(dest, root=None, n_workers: int = 2) -> Path:
     return dest / "_proc"
 
 # %% ../../nbs/run/02_site.ipynb #88805b48
-def render_html(proc, dest) -> list[Path]:
-    "Render every processed notebook under `proc` to an HTML page under `dest` (nbconvert; no Quarto); returns the pages."
+_OPTION = re.compile(r"^#\|\s*([\w-]+)\s*:\s*(.*?)\s*$", re.M)
+HIDE_INPUT_TAG = "vlbias-hide-input"
+
+def as_quarto_shows(nb) -> dict:
+    """`nb` (processed) with Quarto's view emulated for nbconvert: the front matter's title and description as the
+    first cell, `echo: false` code hidden, `code-fold` code in a `<details>` block under its summary."""
+    import html as _h
+    nb = copy.deepcopy(nb)
+    cells = []
+    for c in nb["cells"]:
+        src = _joined(c["source"])
+        if c["cell_type"] == "raw" and src.lstrip().startswith("---"):
+            fm = _front_matter([c]) or {}
+            if fm.get("title"): cells.append(nbformat.v4.new_markdown_cell(f"# {fm['title']}\n\n> {fm.get('description', '')}"))
+            continue
+        if c["cell_type"] == "markdown":                      # Quarto's fenced divs (callouts) as plain text
+            c["source"] = re.sub(r"^:::.*$\n?", "", src, flags=re.M).replace(" :::", "")
+        if c["cell_type"] == "code":
+            opts = {k: v.strip('"\'') for k, v in _OPTION.findall(src)}
+            code = "\n".join(l for l in src.split("\n") if not l.startswith("#|")).strip("\n")
+            hide = opts.get("echo") == "false" or "code-fold" in opts or not code
+            if "code-fold" in opts and opts.get("echo") != "false" and code:
+                cells.append(nbformat.v4.new_markdown_cell(
+                    f'<details class="code-fold"><summary>{_h.escape(opts.get("code-summary", "Code"))}</summary>'
+                    f"<pre><code>{_h.escape(code)}</code></pre></details>"))
+            if hide: c.setdefault("metadata", {}).setdefault("tags", []).append(HIDE_INPUT_TAG)
+        cells.append(c)
+    nb["cells"] = cells
+    return nb
+
+def render_html(proc, dest, css=None) -> list[Path]:
+    """Render every processed notebook under `proc` to an HTML page under `dest` (nbconvert; no Quarto), at the path
+    Quarto gives it (`page_file`), links to notebooks pointing to their pages, Quarto's code options emulated
+    (`as_quarto_shows`) and the site's `css` (default `nbs/styles.css`) inlined; returns the pages."""
     from nbconvert import HTMLExporter
+    from nbconvert.preprocessors import TagRemovePreprocessor
     proc, dest = Path(proc), Path(dest)
+    css = Path(css) if css is not None else project_root() / "nbs" / "styles.css"
+    style = f"<style>{css.read_text(encoding='utf-8')}</style>" if css.exists() else ""
     pages = []
     for p in sorted(proc.rglob("*.ipynb")):
-        body, _ = HTMLExporter().from_notebook_node(nbformat.read(str(p), as_version=4))
-        out = dest / p.relative_to(proc).with_suffix(".html")
+        ex = HTMLExporter()
+        ex.register_preprocessor(TagRemovePreprocessor(remove_input_tags={HIDE_INPUT_TAG}), enabled=True)
+        nb = nbformat.reads(json.dumps(as_quarto_shows(_read_nb(p))), as_version=4)
+        body, _ = ex.from_notebook_node(nb)
+        body = re.sub(r'((?:href|src)=")([^"#:]+?\.ipynb)(?=["#])', lambda m: m.group(1) + page_file(m.group(2)), body)
+        body = body.replace("</head>", style + "</head>", 1)
+        out = dest / page_file(p.relative_to(proc))
         out.parent.mkdir(parents=True, exist_ok=True); out.write_text(body, encoding="utf-8"); pages.append(out)
     return pages
 
