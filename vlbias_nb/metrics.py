@@ -592,13 +592,11 @@ def bootstrap_ci(*samples, # arrays sharing their first axis (the units resample
     if stat is None:
         if len(arrs) != 1: raise ValueError("give `stat` when bootstrapping several arrays")
         x = arrs[0].astype(float)
-        nan = np.isnan(x)
-        x0, valid = np.where(nan, 0.0, x), ~nan      # np.nanmean's zeros and counts, made once instead of per resample
-        def stat_of(i, axis=-1):                     # = np.nanmean(x[i], axis), to the bit: the same sums over the same values
+        mean = np.nanmean if np.isnan(x).any() else np.mean     # without NaN the same sums and counts, without nanmean's copy
+        def stat_of(i, axis=-1):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)
-                if not nan.any(): return np.mean(x[i], axis=axis)
-                return np.true_divide(np.sum(x0[i], axis=axis), np.sum(valid[i], axis=axis))
+                return mean(x[i], axis=axis)
         est, vectorized = float(np.nanmean(x)), True
     else:
         def stat_of(i): return float(stat(*(a[i] for a in arrs)))
