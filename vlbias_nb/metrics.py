@@ -592,11 +592,10 @@ def bootstrap_ci(*samples, # arrays sharing their first axis (the units resample
     if stat is None:
         if len(arrs) != 1: raise ValueError("give `stat` when bootstrapping several arrays")
         x = arrs[0].astype(float)
-        mean = np.nanmean if np.isnan(x).any() else np.mean     # without NaN the same sums and counts, without nanmean's copy
         def stat_of(i, axis=-1):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)
-                return mean(x[i], axis=axis)
+                return np.nanmean(x[i], axis=axis)
         est, vectorized = float(np.nanmean(x)), True
     else:
         def stat_of(i): return float(stat(*(a[i] for a in arrs)))
