@@ -131,7 +131,7 @@ def test_reproduce_stops_at_the_failing_notebook(tmp_path):
     _nb(folder, "03_after.ipynb", ["n = 1\nvalue = 1.5\nout_dir = None", WRITE])
     out = tmp_path / "out"
     with pytest.raises(NotebookFailed, match=r"Notebook 'broken' .*ValueError: planted failure"):
-        reproduce(folder=folder, out_root=out, progress=False)
+        reproduce(folder=folder, out_root=out, progress=False, jobs=1)
     assert (out / "first/tables/values.csv").exists()
     assert (out / "failed/broken/broken.ipynb").exists()
     assert not (out / "after").exists()
@@ -144,3 +144,65 @@ def test_kernel_death_keeps_the_partial_notebook(tmp_path):
     with pytest.raises(NotebookFailed, match=r"Notebook 'dies' .* stopped"):
         run_notebook(p, out_root=out, progress=False)
     assert (out / "failed/dies/tables/values.csv").exists()
+
+
+TIMED = ("import json, os, time\nfrom pathlib import Path\nt0 = time.time(); time.sleep(sleep)\n"
+         "Path(out_dir).mkdir(parents=True, exist_ok=True)\n"
+         "(Path(out_dir) / 'times.json').write_text(json.dumps({'start': t0, 'end': time.time(), "
+         "'omp': os.environ.get('OMP_NUM_THREADS')}))")
+
+def _timed_set(folder):
+    "Three planted analyses: each sleeps, writes a table of its own values and a (not published) record of when it ran."
+    for i, (name, sleep) in enumerate([("short", 1), ("long", 6), ("middle", 3)]):
+        p = _nb(folder, f"0{i + 1}_{name}.ipynb", [f"n = {i + 2}\nvalue = {i + 0.5}\nsleep = {sleep}\nout_dir = None", TIMED, WRITE])
+        nb = nbformat.read(str(p), as_version=4)                          # a published page opens with its title
+        nb.cells.insert(0, nbformat.v4.new_markdown_cell(f"# {name}")); nbformat.write(nb, p)
+    return folder
+
+def test_parallel_and_sequential_runs_publish_identical_tables(tmp_path, monkeypatch):
+    "reproduce -j 2 publishes the same tables as -j 1 (publishing serialised, the site rewritten once), and runs side by side."
+    import vlbias_nb.run.runner as runner
+    folder, published, site_calls = _timed_set(tmp_path / "nbs"), {}, []
+    monkeypatch.setattr(runner, "publish_site", lambda **kw: site_calls.append(kw) or {})
+    for jobs in (1, 2):
+        figs = tmp_path / f"figures{jobs}"
+        monkeypatch.setattr(runner, "figures_dir", lambda figs=figs: figs)
+        done = reproduce(folder=folder, out_root=tmp_path / f"out{jobs}", progress=False, publish=True, jobs=jobs)
+        assert list(done) == ["short", "long", "middle"]                 # the analysis order, whatever finished first
+        published[jobs] = {str(f.relative_to(figs)): f.read_bytes() for f in sorted(figs.rglob("*.csv"))}
+        times = {n: json.loads((d / "times.json").read_text()) for n, d in done.items()}
+        if jobs == 2:
+            assert times["long"]["start"] < times["short"]["end"] and times["short"]["start"] < times["long"]["end"]  # overlapped
+            from vlbias_nb.run.runner import cpu_cores
+            assert {t["omp"] for t in times.values()} == {str(max(1, cpu_cores() // 2))}
+    assert sorted(published[1]) == ["long/values.csv", "middle/values.csv", "short/values.csv"]
+    assert published[1] == published[2]
+    assert len(site_calls) == 2                                           # once per reproduce, at the end
+
+def test_parallel_run_orders_longest_first_and_stops_starting_after_a_failure(tmp_path):
+    "With -j 2: the previous run's seconds order the notebooks; after a failure the running one finishes, no new one starts."
+    from vlbias_nb.run.runner import run_order
+    folder = tmp_path / "nbs"
+    _nb(folder, "01_slow.ipynb", ["n = 1\nvalue = 1.5\nout_dir = None", "import time; time.sleep(8)", WRITE])
+    _nb(folder, "02_broken.ipynb", ["n = 1\nvalue = 1.5\nout_dir = None", "raise ValueError('planted failure')"])
+    _nb(folder, "03_after.ipynb", ["n = 1\nvalue = 1.5\nout_dir = None", WRITE])
+    out = tmp_path / "out"
+    (out / "after").mkdir(parents=True); (out / "after/run.json").write_text(json.dumps({"profile": "smoke", "seconds": 1.0}))
+    (out / "slow").mkdir(); (out / "slow/run.json").write_text(json.dumps({"profile": "smoke", "seconds": 9.0}))
+    assert run_order(["slow", "broken", "after"], out, "smoke") == ["slow", "after", "broken"]
+    (out / "after/run.json").unlink()                                     # now: slow (9 s), then broken and after (0 s)
+    with pytest.raises(NotebookFailed, match=r"Notebook 'broken' .*ValueError: planted failure"):
+        reproduce(folder=folder, out_root=out, progress=False, jobs=2)
+    assert (out / "slow/tables/values.csv").exists()                      # the running one finished and was kept
+    assert (out / "failed/broken/broken.ipynb").exists()
+    assert not (out / "after/tables").exists()                            # queued behind the failure: never started
+
+def test_cli_check_lists_the_releases(capsys, tmp_path, monkeypatch):
+    "vlbias check names each released model-output set, present or absent, with the variable to set."
+    monkeypatch.setenv("VLBIAS_LIC_RELEASE", str(tmp_path / "nowhere"))
+    main(["check", "--profile", "smoke"])
+    out = capsys.readouterr().out
+    assert "released model outputs" in out
+    line = next(l for l in out.splitlines() if " lic " in f" {l} " and "VLBIAS_LIC_RELEASE" in l)
+    assert line.split()[0] == "absent" and "set VLBIAS_LIC_RELEASE to its folder" in out
+    for env in ("VLBIAS_GAB_RELEASE", "VLBIAS_SC_RELEASE"): assert env in out

@@ -19,17 +19,19 @@ from .profiles import PROFILES, profile_overrides, profile_names, profile_settin
 
 # %% auto #0
 __all__ = ['PARAMETER_KINDS', 'PATH_KINDS', 'MODEL_KINDS', 'OFFLINE_MODELS', 'INPUT_ENVS', 'OUTPUT_ENVS', 'SMALL_INPUT',
-           'EXIT_INPUT', 'EXIT_ENVIRONMENT', 'EXIT_BUSY', 'EXIT_INTERRUPTED', 'GENERATION_JOBS', 'GENERATION_INPUTS',
-           'analyses_dir', 'notebook_name', 'analysis_notebooks', 'ParameterError', 'Parameter', 'parse_declarations',
-           'parameters_cell', 'notebook_parameters', 'coerce_parameter', 'check_parameter_value', 'resolve_parameters',
-           'MissingInputError', 'InputCheck', 'folder_size', 'environment_warnings', 'check_inputs', 'rehearsal_folder',
-           'PreparedRun', 'missing_inputs_message', 'prepare_run', 'resolve_source', 'input_fingerprint',
-           'declared_sources', 'logged_sources', 'weights_record', 'file_md5', 'file_sha256', 'notebook_source_md5',
-           'package_version', 'run_key', 'run_fingerprint', 'run_record', 'OutputBusyError', 'RunEnvironmentError',
-           'RunInterrupted', 'output_lock', 'new_staging', 'describe_os_error', 'check_output_folder', 'NotebookFailed',
-           'is_up_to_date', 'RunLog', 'write_notebook_html', 'profile_environment', 'rehearsal_record', 'stage_record',
-           'run_notebook', 'figures_dir', 'publish_outputs', 'publish_site', 'reproduce', 'check_notebooks',
-           'format_check', 'format_parameters', 'main', 'notebook_defaults', 'generate']
+           'THREAD_ENVS', 'RUN_SECONDS', 'EXIT_INPUT', 'EXIT_ENVIRONMENT', 'EXIT_BUSY', 'EXIT_INTERRUPTED',
+           'GENERATION_JOBS', 'GENERATION_INPUTS', 'analyses_dir', 'notebook_name', 'analysis_notebooks',
+           'ParameterError', 'Parameter', 'parse_declarations', 'parameters_cell', 'notebook_parameters',
+           'coerce_parameter', 'check_parameter_value', 'resolve_parameters', 'MissingInputError', 'InputCheck',
+           'folder_size', 'environment_warnings', 'check_inputs', 'rehearsal_folder', 'PreparedRun',
+           'missing_inputs_message', 'prepare_run', 'resolve_source', 'input_fingerprint', 'declared_sources',
+           'logged_sources', 'weights_record', 'file_md5', 'file_sha256', 'notebook_source_md5', 'package_version',
+           'run_key', 'run_fingerprint', 'run_record', 'OutputBusyError', 'RunEnvironmentError', 'RunInterrupted',
+           'output_lock', 'new_staging', 'describe_os_error', 'check_output_folder', 'NotebookFailed', 'is_up_to_date',
+           'RunLog', 'write_notebook_html', 'profile_environment', 'rehearsal_record', 'stage_record', 'run_notebook',
+           'figures_dir', 'publish_outputs', 'cpu_cores', 'thread_environment', 'run_seconds', 'previous_seconds',
+           'run_order', 'publish_site', 'running_cells', 'reproduce', 'check_notebooks', 'format_check',
+           'release_checks', 'format_releases', 'format_parameters', 'main', 'notebook_defaults', 'generate']
 
 # %% ../../nbs/run/01_runner.ipynb #b2477762
 def analyses_dir() -> Path:
@@ -962,6 +964,47 @@ def publish_outputs(run_dir, dest=None, notebook=None) -> list[Path]:
         if notebook is not None: publish_notebook(run_dir, notebook, figures_dest=dest)
     return copied
 
+# %% ../../nbs/run/01_runner.ipynb #a36c0d01
+THREAD_ENVS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")   # torch reads OMP_NUM_THREADS at start-up
+RUN_SECONDS = "run_seconds.yaml"      # resources/: each notebook's measured wall seconds per profile (the static order)
+
+def cpu_cores() -> int:
+    "CPU cores this process may use (its affinity mask where the OS has one, else `os.cpu_count()`)."
+    try: return len(os.sched_getaffinity(0))
+    except AttributeError: return os.cpu_count() or 1
+
+def thread_environment(jobs: int, # notebooks running side by side
+                       cores: int | None = None, # cores to share (default: `cpu_cores()`)
+                      ) -> dict:
+    """Environment of each of `jobs` kernels so their threads add up to the cores: torch's intra-op threads (it reads
+    `OMP_NUM_THREADS` when it starts), MKL's and OpenBLAS's, each `cores // jobs` (at least 1)."""
+    n = max(1, (cores or cpu_cores()) // max(1, jobs))
+    return {k: str(n) for k in THREAD_ENVS}
+
+def run_seconds(profile: str = "smoke") -> dict:
+    "`{notebook: seconds}` measured for `profile` (resources/run_seconds.yaml): `run_order`'s fallback."
+    from vlbias_nb.resources import read_resource_yaml
+    return dict((read_resource_yaml(RUN_SECONDS) or {}).get(profile) or {})
+
+def previous_seconds(out_root, name: str, profile: str) -> float | None:
+    "Wall seconds of the last successful run of `name` under `profile` in `out_root` (its `run.json`), or None."
+    try: rec = json.loads((Path(out_root) / name / "run.json").read_text())
+    except (OSError, ValueError): return None
+    s = rec.get("seconds")
+    return float(s) if rec.get("profile") == profile and isinstance(s, (int, float)) else None
+
+def run_order(names, # notebook names, in their analysis order
+              out_root=None, # the runs folder: its `run.json` seconds come first
+              profile: str = "smoke",
+             ) -> list:
+    """`names` longest first, for `reproduce -j N`: by the seconds of the previous run in `out_root`, else those of
+    resources/run_seconds.yaml, else 0; ties keep the analysis order."""
+    static = run_seconds(profile)
+    def secs(n):
+        s = previous_seconds(out_root, n, profile) if out_root is not None else None
+        return s if s is not None else float(static.get(n, 0))
+    return sorted(names, key=lambda n: -secs(n))
+
 # %% ../../nbs/run/01_runner.ipynb #19bb03b3
 def publish_site(wait: bool = True, lock_timeout: float | None = None) -> dict:
     """After `--publish`: the home page (the results ledger), the navigation and the README's summary counts, under
@@ -969,9 +1012,65 @@ def publish_site(wait: bool = True, lock_timeout: float | None = None) -> dict:
     from vlbias_nb.run.site import publish_home
     with output_lock(figures_dir(), wait=wait, timeout=lock_timeout, say=_say): return publish_home()
 
+def _run_in_child(path, profile, overrides, out_root, env: dict, kw: dict) -> str:
+    "One notebook of `reproduce -j N`, in a process of its own: its thread variables set, then `run_notebook` (no publishing)."
+    os.environ.update(env)                          # the kernel papermill starts inherits them
+    return str(run_notebook(path, profile, overrides, out_root, progress=False, publish=False, **kw))
+
+def running_cells(out_root, name: str) -> str:
+    "'done/total' code cells of notebook `name` running in `out_root`'s staging folder (papermill saves after each cell), or ''."
+    for nb in (Path(out_root) / ".staging").glob(f"{name}.*/{name}.ipynb"):
+        try: cells = [c for c in json.loads(nb.read_text(encoding="utf-8"))["cells"] if c.get("cell_type") == "code"]
+        except (OSError, ValueError, KeyError, TypeError): return ""
+        done = sum(c.get("metadata", {}).get("papermill", {}).get("status") == "completed" for c in cells)
+        return f"{done}/{len(cells)} cells"
+    return ""
+
+def _reproduce_parallel(nbs: dict, jobs: int, profile: str, ov: dict, out_root: Path, publish: bool, progress: bool, kw: dict) -> dict:
+    """Run `nbs` up to `jobs` at a time, longest first (`run_order`), each in a fresh process whose kernel gets
+    `thread_environment(jobs)`; publish each finished run here, one at a time. After a failure no further notebook
+    starts, the running ones finish, then the first failure is raised."""
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor, wait as wait_for, FIRST_COMPLETED
+    from tqdm.auto import tqdm
+    env, queue = thread_environment(jobs), run_order(list(nbs), out_root, profile)
+    for seed in sorted({resolve_parameters(p, profile, ov[n]).get("seed", 0) for n, p in nbs.items()}):
+        profile_environment(profile, seed)            # the rehearsal's data sets: generated once, here, before the children
+    done, running, failure = {}, {}, None
+    bar = tqdm(total=len(queue), desc=f"notebooks ({profile}, {jobs} at a time)", unit="nb", disable=not progress)
+    note = (lambda m: bar.write(f"vlbias: {m}", file=sys.stderr)) if progress else (lambda m: None)
+    note(f"{jobs} notebooks at a time, {env['OMP_NUM_THREADS']} thread(s) each; order: {', '.join(queue)}")
+    ex = ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"), max_tasks_per_child=1)
+    try:
+        while queue or running:
+            while queue and failure is None and len(running) < jobs:
+                n = queue.pop(0)
+                running[ex.submit(_run_in_child, str(nbs[n]), profile, ov[n], str(out_root), env, kw)] = (n, time.time())
+            if not running: break
+            finished, _ = wait_for(list(running), timeout=3, return_when=FIRST_COMPLETED)
+            for f in finished:
+                n, t0 = running.pop(f)
+                try: d = Path(f.result())
+                except BaseException as e:               # NotebookFailed, RunEnvironmentError, OutputBusyError, ...
+                    failure = failure or e; note(f"{n} failed after {time.time() - t0:.0f} s; no further notebook starts"); continue
+                if publish: publish_outputs(d, notebook=nbs[n])    # serialised: only this process publishes
+                done[n] = d; bar.update(1); note(f"{n} done in {time.time() - t0:.0f} s")
+            bar.set_postfix_str("; ".join(f"{n} {running_cells(out_root, n)} {time.time() - t0:.0f} s".replace("  ", " ")
+                                          for n, t0 in running.values()))
+    except KeyboardInterrupt:
+        ex.shutdown(wait=True, cancel_futures=True)     # each running notebook keeps what it wrote under failed/
+        raise RunInterrupted(f"interrupted; finished: {', '.join(done) or 'none'}; the notebooks that were running keep "
+                             f"their partial outputs under {out_root / 'failed'}; earlier good runs are untouched.") from None
+    finally:
+        ex.shutdown(wait=True, cancel_futures=True); bar.close()
+    if failure is not None: raise failure
+    return {n: done[n] for n in nbs if n in done}
+
 def reproduce(profile: str = "smoke", only=None, out_root=None, publish: bool = False, resume: bool = False,
               overrides: dict | None = None, folder=None, progress: bool = True, *, verbose: bool = False,
-              verify: bool = False, wait: bool = True, lock_timeout: float | None = None) -> dict:
+              verify: bool = False, wait: bool = True, lock_timeout: float | None = None,
+              jobs: int | None = None, # notebooks side by side (None: `cpu_cores()`; 1: one after another, in analysis order)
+             ) -> dict:
     "Run the analysis notebooks (all, or those named in `only`) under `profile`; returns `{name: output folder}`."
     from tqdm.auto import tqdm
     nbs = analysis_notebooks(folder)
@@ -981,15 +1080,23 @@ def reproduce(profile: str = "smoke", only=None, out_root=None, publish: bool = 
         unknown = [n for n in only if n not in nbs]
         if unknown: raise KeyError(f"Unknown notebook(s) {unknown}; known: {list(nbs)}.")
         nbs = {n: p for n, p in nbs.items() if n in only}
+    if jobs is not None and jobs < 1: raise ParameterError(f"-j/--jobs must be at least 1, got {jobs}")
+    jobs = min(jobs or cpu_cores(), len(nbs))
     ov = {n: {k: v for k, v in (overrides or {}).items() if k in notebook_parameters(p)} for n, p in nbs.items()}
     for n, p in nbs.items(): prepare_run(p, profile, resolve_parameters(p, profile, ov[n]))   # all checked before any runs
-    done = {}
-    bar = tqdm(nbs.items(), desc=f"notebooks ({profile})", unit="nb", disable=not progress)
-    for n, p in bar:
-        bar.set_postfix_str(n)
-        done[n] = run_notebook(p, profile, ov[n], out_root, resume=resume, progress=progress, publish=publish,
-                               verbose=verbose, verify=verify, wait=wait, lock_timeout=lock_timeout)
-    if publish and done: publish_site(wait=wait, lock_timeout=lock_timeout)
+    kw = dict(resume=resume, verbose=verbose, verify=verify, wait=wait, lock_timeout=lock_timeout)
+    if jobs > 1:
+        if not out_root and not in_checkout():
+            _say(f"not in a checkout of vlbias-nb: writing to {Path.cwd() / 'runs' / profile} (choose another folder with --out)")
+        root = Path(out_root).expanduser().absolute() if out_root else project_root() / "runs" / profile
+        done = _reproduce_parallel(nbs, jobs, profile, ov, root, publish, progress, kw)
+    else:
+        done = {}
+        bar = tqdm(nbs.items(), desc=f"notebooks ({profile})", unit="nb", disable=not progress)
+        for n, p in bar:
+            bar.set_postfix_str(n)
+            done[n] = run_notebook(p, profile, ov[n], out_root, progress=progress, publish=publish, **kw)
+    if publish and done: publish_site(wait=wait, lock_timeout=lock_timeout)     # once, at the end, as before
     return done
 
 # %% ../../nbs/run/01_runner.ipynb #e3d8b1f5
@@ -1025,6 +1132,32 @@ def format_check(df) -> str:
             out.append(f"  {flag:<9}{r.parameter:<26}{r.kind:<11}{_human(r.size):>9}  {str(r.source)[:60]:<60}  {r.where if isinstance(r.where, str) else ''}")
             if r.status in ("missing", "unknown", "absent", "download") and r.how:
                 out += [f"             {l}" for l in str(r.how).splitlines()]
+    return "\n".join(out)
+
+# %% ../../nbs/run/01_runner.ipynb #a36c0d03
+def release_checks() -> list[dict]:
+    """One row per released model-output set of `vlbias_nb.data.releases.RELEASES` (the authors' LIC captions, GAB
+    per-item scores, SocialCounterfactuals kept sets): its folder, whether a complete local copy is there
+    (`has_release`), how many of its checksummed files are, and the variable that points at it."""
+    from vlbias_nb.data.releases import RELEASES, has_release, release_folder, release_checksums
+    rows = []
+    for name, r in RELEASES.items():
+        folder, files = release_folder(name), release_checksums(name)
+        n = sum((folder / rel).is_file() for rel in files) if folder.is_dir() else 0
+        rows.append({"release": name, "title": r["title"], "env": r["env"], "default": r["default"], "folder": str(folder),
+                     "status": "present" if has_release(name) else "absent", "files": n, "files_expected": len(files),
+                     "source": f"{r['repository']}@{r['commit'][:7]}"})
+    return rows
+
+def format_releases(rows: list[dict]) -> str:
+    "The block `vlbias check` prints for `release_checks()`: present / absent, the folder, and the variable to set."
+    out = ["released model outputs (read where present; a notebook without them says what it skips)"]
+    for r in rows:
+        flag = "ok" if r["status"] == "present" else "absent"
+        out.append(f"  {flag:<9}{r['release']:<26}{r['env']:<22}{r['files']:>4} of {r['files_expected']:<4} files  {r['folder']}")
+        if r["status"] != "present":
+            out.append(f"             {r['title']}: set {r['env']} to its folder (default {r['default']} inside "
+                       f"{DATA_ENV}), or copy it from {r['source']}")
     return "\n".join(out)
 
 # %% ../../nbs/run/01_runner.ipynb #6f3b84f2
@@ -1072,6 +1205,8 @@ def _parser() -> argparse.ArgumentParser:
         x.add_argument("--no-wait", action="store_true", help="refuse at once when another run holds the output folder")
     r = sub.add_parser("reproduce", help="run every analysis notebook (or --only some) under a profile")
     r.add_argument("--only", nargs="+", metavar="NAME")
+    r.add_argument("-j", "--jobs", type=int, default=None, metavar="N",
+                   help=f"notebooks run side by side, longest first, the cores shared among them (default: the cores, {cpu_cores()})")
     run_options(r)
     o = sub.add_parser("run", help="run one notebook with overridden parameters")
     o.add_argument("name")
@@ -1105,6 +1240,7 @@ def _check_command(args) -> int:
     for w in environment_warnings(): _say(f"warning: {w}")
     t = check_notebooks(args.profile, args.names, dict(args.parameter))
     print(format_check(t))
+    if not args.names: print("\n" + format_releases(release_checks()))
     bad = t[t.required & t.status.isin(["missing", "unknown"])]
     print(f"\n{len(bad)} required input(s) missing." if len(bad) else "\nEvery required input is here.")
     return EXIT_INPUT if len(bad) else 0
@@ -1120,7 +1256,7 @@ def main(argv=None) -> int:
         if args.cmd == "check": return _check_command(args)
         if args.cmd == "generate": return _generate_command(args)
         if args.cmd == "reproduce":
-            done = reproduce(args.profile, args.only, args.out, args.publish, args.resume, **run_kw())
+            done = reproduce(args.profile, args.only, args.out, args.publish, args.resume, jobs=args.jobs, **run_kw())
         else:
             nbs = analysis_notebooks()
             if args.name not in nbs: raise KeyError(f"Unknown notebook {args.name!r}; known: {list(nbs)}.")

@@ -101,16 +101,23 @@ class DebiasSetup:
 
     def text_features(self, tokens): return F.normalize(self.prompt(self.model, tokens).float(), dim=-1)
     def image_features(self, pixels): return F.normalize(self.model.encode_image(pixels).float(), dim=-1)
-    def prompt_logits(self, image_feat): return similarity_logits(image_feat, self.text_features(self.prompt_tokens), self.logit_scale)
+    def prompt_logits(self, image_feat, text_feat=None):
+        "Logits of `image_feat` against the training prompts (`text_feat`: their features, if already computed for this state)."
+        return similarity_logits(image_feat, self.text_features(self.prompt_tokens) if text_feat is None else text_feat, self.logit_scale)
+    def fixed_text_features(self):
+        "The training prompts' unit features now, without gradient: one encoding for a block of adversary steps (the model is fixed there)."
+        with torch.no_grad(): return self.text_features(self.prompt_tokens)
 
 def adversary_step(setup: DebiasSetup, # the model side (fixed here)
                    adversary: Adversary, # updated
                    opt_adv, # the adversary's optimiser
                    image_feat, # unit image features of a face batch `(B, d)`
                    attr_codes, # their attribute codes `(B,)`
+                   text_feat=None, # the prompts' features for the model's current state (`setup.fixed_text_features()`), else computed here
                   ) -> float:
-    "One adversary update (eq. 2) on a face batch with the model fixed; returns the batch loss before the step."
-    with torch.no_grad(): s = setup.prompt_logits(image_feat)
+    """One adversary update (eq. 2) on a face batch with the model fixed; returns the batch loss before the step. A block
+    of adversary steps passes `text_feat` computed once: the same numbers as encoding the prompts at every step."""
+    with torch.no_grad(): s = setup.prompt_logits(image_feat, text_feat)
     loss = F.cross_entropy(adversary(s), attr_codes)
     opt_adv.zero_grad(); loss.backward(); opt_adv.step()
     return loss.item()
@@ -302,7 +309,8 @@ def _restore(sel: _Selection, step: int, stopped: bool) -> tuple[bool, int]:
 def _warm_up(setup, adversary, opt_adv, batches: _Batches, c, progress: bool) -> list:
     "`adv_warmup_epochs` epochs of adversary-only batches: their history rows (none without the adversarial term)."
     n = max(1, math.ceil(batches.n_faces / c.batch_size)) * c.adv_warmup_epochs if c.adv_lambda > 0 else 0
-    return [{"phase": "warmup", "model_step": 0, "adv_loss": adversary_step(setup, adversary, opt_adv, *batches.faces())}
+    tf = setup.fixed_text_features() if n else None          # the model does not change during the warm-up
+    return [{"phase": "warmup", "model_step": 0, "adv_loss": adversary_step(setup, adversary, opt_adv, *batches.faces(), tf)}
             for _ in tqdm(range(n), desc="adversary warm-up", disable=not progress, leave=False)]
 
 def _alternate(setup, adversary, opt_adv, opt_model, batches: _Batches, sel: _Selection, c, progress: bool) -> tuple[list, int, bool]:
@@ -310,8 +318,9 @@ def _alternate(setup, adversary, opt_adv, opt_model, batches: _Batches, sel: _Se
     hist, step, stopped = [], 0, False
     bar = tqdm(total=c.n_model_steps, desc="debiasing", disable=not progress, leave=False)
     while step < c.n_model_steps and not stopped:
+        tf = setup.fixed_text_features() if c.adv_lambda > 0 and c.alternate_batches else None   # fixed over the adversary's block
         for _ in range(c.alternate_batches if c.adv_lambda > 0 else 0):
-            hist.append({"phase": "adversary", "model_step": step, "adv_loss": adversary_step(setup, adversary, opt_adv, *batches.faces())})
+            hist.append({"phase": "adversary", "model_step": step, "adv_loss": adversary_step(setup, adversary, opt_adv, *batches.faces(), tf)})
         for _ in range(c.alternate_batches):
             if step >= c.n_model_steps: break
             r = model_step(setup, adversary, opt_model, *batches.faces(), batches.itc(), c.itc_lambda, c.objective, c.adv_lambda)
