@@ -10,13 +10,14 @@ import numpy as np
 import pandas as pd
 from .activities import GENDER_NOUNS, activity_phrase, activity_table, load_gab_activities
 from ...metrics import paired_choice, recall_at_k, reciprocal_rank, bootstrap_ci
+from ...resources import read_resource_csv
 from ...report import compare_with_paper, paper_values, random_weight_model
 from ...seeds import derive_seed, numpy_rng
 
 # %% auto #0
-__all__ = ['GROUPS', 'AUTHOR_FOLDERS', 'TEMPLATES', 'I2T_SETTINGS', 'AR_CHANCE', 'NEUTRAL_TRUTHS', 'PAPER_MODELS', 'AR_TABLES',
-           'other_gender', 'group_performer', 'group_persons', 'group_of', 'group_folder', 'gab_caption',
-           'reversed_caption', 'group_table', 'scan_gab_images', 'embed_captions', 'PlantedTextEncoder',
+__all__ = ['GROUPS', 'AUTHOR_FOLDERS', 'TEMPLATES', 'I2T_PHRASES', 'I2T_SETTINGS', 'AR_CHANCE', 'NEUTRAL_TRUTHS', 'PAPER_MODELS',
+           'AR_TABLES', 'other_gender', 'group_performer', 'group_persons', 'group_of', 'group_folder', 'gab_caption',
+           'reversed_caption', 'i2t_phrase', 'group_table', 'scan_gab_images', 'embed_captions', 'PlantedTextEncoder',
            'planted_binding_data', 'over_activities', 'mean_over_models_ci', 'image_to_text_scores',
            'accuracy_per_activity', 'accuracy_by_group', 'image_to_text_experiment', 'binding_drops',
            'pair_probability', 'authors_choice', 'encoder_biased', 't2i_per_activity', 'pair_groups',
@@ -71,6 +72,17 @@ def gab_caption(performer: str | None, activity: str, template: str = "two") -> 
 def reversed_caption(performer: str, activity: str, template: str = "two") -> str:
     "$C^R$: the caption with the genders swapped (GAB §5.1)."
     return gab_caption(other_gender(performer), activity, template)
+
+I2T_PHRASES = read_resource_csv("gab/i2t_phrases.csv")   # the authors' image-to-text captions' spelling of the LAION-400M activities
+
+def i2t_phrase(source: str, activity: str) -> str:
+    """The activity's phrase in the authors' image-to-text captions (GABInsight `BiasExperiment1.ipynb`, commit 76376c9):
+    for 7 of the 10 LAION-400M activities their captions differ from the key ('Choosing Dress' -> 'choosing a dress',
+    'Drinking Beer' -> 'drinking bear', their typo kept); the text-encoder and text-to-image captions use the key
+    ('choosing dress', as the released CSVs show). Elsewhere `activity_phrase(activity)`."""
+    return _I2T.get((source, activity)) or activity_phrase(activity)
+
+_I2T = dict(zip(zip(I2T_PHRASES.source, I2T_PHRASES.activity), I2T_PHRASES.phrase))
 
 # %% ../../../nbs/papers/gab/01_binding.ipynb #f83370e1
 def group_table(activities: pd.DataFrame, n_per_group: int = 1, groups: Sequence[str] = GROUPS) -> pd.DataFrame:
@@ -164,6 +176,9 @@ def planted_binding_data(activities: pd.DataFrame, error_rates: dict, n_per_grou
     rng = numpy_rng(seed, "planted binding data")
     Q, _ = np.linalg.qr(rng.normal(size=(dim, dim)))
     vec = {c: Q[:, i] for i, c in enumerate(caps)}
+    for src, a in zip(activities.source, activities.activity):   # the image-to-text spelling (`i2t_phrase`) is the same caption
+        for p in GENDER_NOUNS:
+            for tpl in ("one", "two"): vec.setdefault(gab_caption(p, i2t_phrase(src, a), tpl), vec[gab_caption(p, a, tpl)])
     extra = {}
     def encode_text(texts):
         out = []
@@ -210,11 +225,12 @@ def mean_over_models_ci(per_activity: pd.DataFrame, # `model`, `source`, `activi
 
 # %% ../../../nbs/papers/gab/01_binding.ipynb #7e879ac1
 def image_to_text_scores(images: pd.DataFrame, image_emb, encode_text: Callable, template: str = "two") -> pd.DataFrame:
-    "Per image: `s_true` = s(I, C), `s_reversed` = s(I, C^R) and `correct` (GAB §5.1) under `template`."
+    "Per image: `s_true` = s(I, C), `s_reversed` = s(I, C^R) and `correct` (GAB §5.1) under `template`; captions in the authors' image-to-text spelling (`i2t_phrase`)."
     images, X = _check_images(images, image_emb)
     perf = [group_performer(g, e) for g, e in zip(images.group, images.expected)]
-    ct = [gab_caption(p, a, template) for p, a in zip(perf, images.activity)]
-    cr = [reversed_caption(p, a, template) for p, a in zip(perf, images.activity)]
+    phr = [i2t_phrase(s, a) for s, a in zip(images.source, images.activity)]   # the authors' image-to-text spelling
+    ct = [gab_caption(p, a, template) for p, a in zip(perf, phr)]
+    cr = [reversed_caption(p, a, template) for p, a in zip(perf, phr)]
     T = embed_captions(encode_text, ct + cr)
     st = np.einsum("nd,nd->n", X, np.stack([T[c] for c in ct]))
     sr = np.einsum("nd,nd->n", X, np.stack([T[c] for c in cr]))
