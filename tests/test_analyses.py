@@ -176,6 +176,17 @@ def check_gab(d):
     assert ls.xs("activities", level="metric").paper.to_dict() == {"Tab. 2": 12, "Tab. 3": 15, "Tab. 4": 10}
     for m in ("activities", "same_expected_gender"): assert (ls.xs(m, level="metric").delta == 0).all(), m
     assert ls.loc[("Tab. 2", "same_name"), "ours"] == 11 and ls.loc[("Tab. 2", "same_name"), "spelling_differs"] == 1
+    assert ls.loc[("Tab. 2", "same_activity_and_expected_gender"), "ours"] == 12                 # 'harbel': the authors' key typo
+    from vlbias_nb.data.releases import has_release
+    if has_release("gab"):                                                          # the released outputs of 11 VLMs
+        ag = _table(d, "released_agg_check")
+        assert len(ag) == 18 and ag.exact.all() and (ag.max_abs_diff == 0).all() and ag.rows_authors.sum() == 2442
+        t1r = _table(d, "tab1_released")
+        assert len(t1r) == 33 and t1r.comparable.all() and ((t1r.ours - t1r.paper).abs() < 0.0085).all()
+        rel = led[led.evidence == "released outputs"]
+        assert {"Tab. 1", "Fig. 4", "Fig. 7", "§5.2.3 text-to-image accuracy"} <= set(rel.item)
+        assert rel[rel.item == "Tab. 1"].status.eq("reproduced").all() and len(rel[rel.item == "Tab. 1"]) == 33
+        assert rel[rel.item != "Tab. 1"].status.isin(["partly reproduced", "differs"]).all()   # 11 of the 12 models
     ba = _table(d, "activity_lists_by_activity")                                    # one row per activity: expected gender
     assert set(lay) <= set(ba.columns) and len(ba) == 37 and (ba.delta == 0).all() and ba.comparable.all()
     ic = _table(d, "gab_image_counts")                                              # the paper's counts; no GAB images in smoke

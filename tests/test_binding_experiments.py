@@ -47,8 +47,10 @@ def test_t2i_hand_worked():
     assert list(r.correct) == [1.0, 1.0]
     r2 = text_to_image_experiment(imgs, X[::-1].copy(), enc, ("E2", "U2"), "two")  # images swapped: both wrong
     assert list(r2.correct) == [0.0, 0.0]
-    # neutral caption equidistant: a tie counts 1/2
-    assert list(text_to_image_experiment(imgs, X, enc, ("E2", "U2"), "neutral").correct) == [0.5]
+    # neutral caption equidistant: p_male = 0.5, a tie, which the authors' rule gives to the man's image: right only when
+    # the expected performer (the right image's) is a man
+    rn = text_to_image_experiment(imgs, X, enc, ("E2", "U2"), "neutral")
+    assert list(rn.p_male) == [0.5] and list(rn.correct) == [1.0 if acts.expected.iloc[0] == "man" else 0.0]
 
 def test_pairing_one_to_one():
     imgs = group_table(ACTS.head(3), 5)

@@ -119,6 +119,7 @@ RENAMED_SINCE = [(("full", "parameters"), "model", "clip_model"),
 ADDED_SINCE = [(("full", "notebooks", "coco_spurious_clusters"), "cluster_captions"),      # GenSynth: cluster COCO train (issue 22)
                (("full", "notebooks", "gensynth_editing"), "imagenet_root"),               # GenSynth: Tab. 3's ImageNet column (issue 22)
                (("full", "notebooks", "gab"), "fid_target"),                              # GAB: §4.3.1 per-image FID filter (issue 22)
+               (("full", "notebooks", "gab"), "fid_outlier_iqr"),                         # GAB: §4.3.1 filter by outliers, not the paper's result (issue 31)
                (("full", "notebooks", "prompt_array"), "tab2_models"),                    # Prompt Array: Tab. 2's four CLIP models (issue 22)
                (("full", "notebooks", "prompt_array"), "fig4_models"),                    # Prompt Array: Fig. 4's three CLIP models (issue 22)
                ((), "rehearsal")]                                                         # the rehearsal profile (issue 23)

@@ -10,17 +10,20 @@ import numpy as np
 import pandas as pd
 from .activities import GENDER_NOUNS, activity_phrase, activity_table, load_gab_activities
 from ...metrics import paired_choice, recall_at_k, reciprocal_rank, bootstrap_ci
+from ...resources import read_resource_csv
 from ...report import compare_with_paper, paper_values, random_weight_model
 from ...seeds import derive_seed, numpy_rng
 
 # %% auto #0
-__all__ = ['GROUPS', 'AUTHOR_FOLDERS', 'TEMPLATES', 'I2T_SETTINGS', 'AR_CHANCE', 'PAPER_MODELS', 'AR_TABLES', 'other_gender',
-           'group_performer', 'group_persons', 'group_of', 'group_folder', 'gab_caption', 'reversed_caption',
-           'group_table', 'scan_gab_images', 'embed_captions', 'PlantedTextEncoder', 'planted_binding_data',
-           'over_activities', 'mean_over_models_ci', 'image_to_text_scores', 'accuracy_per_activity',
-           'accuracy_by_group', 'image_to_text_experiment', 'binding_drops', 'pair_groups', 'text_to_image_experiment',
-           't2i_accuracy', 'neutral_preference_share', 'text_encoder_bias', 'text_encoder_bias_share',
-           'activity_recognition', 'activity_recognition_summary', 'paper_model_values', 'paper_tab1',
+__all__ = ['GROUPS', 'AUTHOR_FOLDERS', 'TEMPLATES', 'I2T_PHRASES', 'I2T_SETTINGS', 'AR_CHANCE', 'NEUTRAL_TRUTHS', 'PAPER_MODELS',
+           'AR_TABLES', 'other_gender', 'group_performer', 'group_persons', 'group_of', 'group_folder', 'gab_caption',
+           'reversed_caption', 'i2t_phrase', 'group_table', 'scan_gab_images', 'embed_captions', 'PlantedTextEncoder',
+           'planted_binding_data', 'over_activities', 'mean_over_models_ci', 'image_to_text_scores',
+           'accuracy_per_activity', 'accuracy_by_group', 'image_to_text_experiment', 'binding_drops',
+           'pair_probability', 'authors_choice', 'encoder_biased', 't2i_per_activity', 'pair_groups',
+           'text_to_image_experiment', 't2i_accuracy', 'neutral_preference_share', 'text_encoder_bias',
+           'text_encoder_bias_share', 'activity_recognition', 'activity_recognition_summary',
+           'release_text_encoder_bias', 'release_t2i_pairs', 'paper_model_values', 'paper_tab1',
            'paper_activity_recognition', 'paper_averages', 'compare_by_model']
 
 # %% ../../../nbs/papers/gab/01_binding.ipynb #1cceef91
@@ -69,6 +72,17 @@ def gab_caption(performer: str | None, activity: str, template: str = "two") -> 
 def reversed_caption(performer: str, activity: str, template: str = "two") -> str:
     "$C^R$: the caption with the genders swapped (GAB §5.1)."
     return gab_caption(other_gender(performer), activity, template)
+
+I2T_PHRASES = read_resource_csv("gab/i2t_phrases.csv")   # the authors' image-to-text captions' spelling of the LAION-400M activities
+
+def i2t_phrase(source: str, activity: str) -> str:
+    """The activity's phrase in the authors' image-to-text captions (GABInsight `BiasExperiment1.ipynb`, commit 76376c9):
+    for 7 of the 10 LAION-400M activities their captions differ from the key ('Choosing Dress' -> 'choosing a dress',
+    'Drinking Beer' -> 'drinking bear', their typo kept); the text-encoder and text-to-image captions use the key
+    ('choosing dress', as the released CSVs show). Elsewhere `activity_phrase(activity)`."""
+    return _I2T.get((source, activity)) or activity_phrase(activity)
+
+_I2T = dict(zip(zip(I2T_PHRASES.source, I2T_PHRASES.activity), I2T_PHRASES.phrase))
 
 # %% ../../../nbs/papers/gab/01_binding.ipynb #f83370e1
 def group_table(activities: pd.DataFrame, n_per_group: int = 1, groups: Sequence[str] = GROUPS) -> pd.DataFrame:
@@ -162,6 +176,9 @@ def planted_binding_data(activities: pd.DataFrame, error_rates: dict, n_per_grou
     rng = numpy_rng(seed, "planted binding data")
     Q, _ = np.linalg.qr(rng.normal(size=(dim, dim)))
     vec = {c: Q[:, i] for i, c in enumerate(caps)}
+    for src, a in zip(activities.source, activities.activity):   # the image-to-text spelling (`i2t_phrase`) is the same caption
+        for p in GENDER_NOUNS:
+            for tpl in ("one", "two"): vec.setdefault(gab_caption(p, i2t_phrase(src, a), tpl), vec[gab_caption(p, a, tpl)])
     extra = {}
     def encode_text(texts):
         out = []
@@ -208,11 +225,12 @@ def mean_over_models_ci(per_activity: pd.DataFrame, # `model`, `source`, `activi
 
 # %% ../../../nbs/papers/gab/01_binding.ipynb #7e879ac1
 def image_to_text_scores(images: pd.DataFrame, image_emb, encode_text: Callable, template: str = "two") -> pd.DataFrame:
-    "Per image: `s_true` = s(I, C), `s_reversed` = s(I, C^R) and `correct` (GAB §5.1) under `template`."
+    "Per image: `s_true` = s(I, C), `s_reversed` = s(I, C^R) and `correct` (GAB §5.1) under `template`; captions in the authors' image-to-text spelling (`i2t_phrase`)."
     images, X = _check_images(images, image_emb)
     perf = [group_performer(g, e) for g, e in zip(images.group, images.expected)]
-    ct = [gab_caption(p, a, template) for p, a in zip(perf, images.activity)]
-    cr = [reversed_caption(p, a, template) for p, a in zip(perf, images.activity)]
+    phr = [i2t_phrase(s, a) for s, a in zip(images.source, images.activity)]   # the authors' image-to-text spelling
+    ct = [gab_caption(p, a, template) for p, a in zip(perf, phr)]
+    cr = [reversed_caption(p, a, template) for p, a in zip(perf, phr)]
     T = embed_captions(encode_text, ct + cr)
     st = np.einsum("nd,nd->n", X, np.stack([T[c] for c in ct]))
     sr = np.einsum("nd,nd->n", X, np.stack([T[c] for c in cr]))
@@ -285,6 +303,39 @@ def binding_drops(acc: pd.DataFrame, # `image_to_text_experiment`'s table
             d[f"drop_{name}_ci_high"] = [cis.get(tup(k), (np.nan, np.nan))[1] for k in d.index]
     return d.reset_index()
 
+# %% ../../../nbs/papers/gab/01_binding.ipynb #rl0authr
+def pair_probability(s_a, s_b, # the two similarities of each choice (arrays of the same shape)
+                     decimals: int | None = 3, # the authors round to 3 decimals (None: unrounded)
+                    ) -> np.ndarray:
+    """The GAB authors' score of a two-way choice (GABInsight, `TextToImageRetrieval.ipynb`, `experiment_text_bias.ipynb`):
+    the softmax of the two similarities, $P(a) = e^{s_a} / (e^{s_a} + e^{s_b})$, rounded to `decimals` as their CSVs are."""
+    a, b = np.asarray(s_a, float), np.asarray(s_b, float)
+    p = 1.0 / (1.0 + np.exp(b - a))
+    return p if decimals is None else np.round(p, decimals)
+
+def authors_choice(p_male, # the (rounded) probability of the man's image, per choice
+                   truth, # the gender whose image is right: 'man' / 'woman', one or per choice
+                  ) -> np.ndarray:
+    """1.0 where the GAB authors count a text→image choice right (their `calculate_score`): the man's image wins when
+    `p_male` >= 0.5 — a tie at 0.500 goes to the man's image —, so a 'man' truth is right at p_male >= 0.5 and a
+    'woman' truth at p_male < 0.5."""
+    p = np.asarray(p_male, float)
+    t = np.broadcast_to(np.asarray(truth, dtype=object), p.shape)
+    bad = sorted(set(map(str, np.unique(t.astype(str)))) - {"man", "woman"})
+    if bad: raise ValueError(f"truth must be 'man' or 'woman', got {bad}")
+    man_wins = p >= 0.5
+    return np.where(t == "man", man_wins, ~man_wins).astype(float)
+
+def encoder_biased(p_expected) -> np.ndarray:
+    """Tab. 1's count (GABInsight `BiasTextResults.ipynb`): an activity leans to its expected gender when the rounded
+    softmax probability of the expected gender's sentence is > 0.5 — a tie at 0.500 counts for neither gender."""
+    return np.asarray(p_expected, float) > 0.5
+
+def t2i_per_activity(pairs: pd.DataFrame, # per choice: `activity`, `correct` and the `by` columns
+                     by: Sequence[str] = ("source", "caption_group")) -> pd.DataFrame:
+    "Text→image accuracy per activity within `by`: the mean of `correct` over the activity's pairs (the authors' `*_agg.csv` `score`)."
+    return pairs.groupby([*by, "activity"], sort=True).correct.mean().rename("accuracy").reset_index()
+
 # %% ../../../nbs/papers/gab/01_binding.ipynb #6283acc7
 def pair_groups(images: pd.DataFrame, # the image table (`source`, `activity`, `group`)
                 group_a: str, group_b: str, # the two groups to pair, e.g. "E2", "U2"
@@ -303,8 +354,10 @@ def pair_groups(images: pd.DataFrame, # the image table (`source`, `activity`, `
 
 def text_to_image_experiment(images: pd.DataFrame, image_emb, encode_text: Callable, groups=("E2", "U2"),
                              template: str = "two", seed: int = 0) -> pd.DataFrame:
-    """Per pair and caption: `caption_group` (whose caption), `correct` = s(own image) > s(partner). With
-    `template='neutral'` one neutral caption per pair and the expected performer's image as the right one."""
+    """Per pair and caption: `caption_group` (whose caption), `truth` (the gender of the right image's performer),
+    `p_male` (the authors' rounded softmax probability of the man's image, `pair_probability`) and `correct` by the
+    authors' rule (`authors_choice`: the man's image wins a tie at 0.500). With `template='neutral'` one neutral
+    caption per pair and the expected performer's image as the right one (§5.2.3)."""
     images, X = _check_images(images, image_emb)
     ga, gb = groups
     pairs = pair_groups(images, ga, gb, seed)
@@ -313,26 +366,29 @@ def text_to_image_experiment(images: pd.DataFrame, image_emb, encode_text: Calla
         ia, ib = p.i_a, p.i_b
         if template == "neutral":
             right, wrong = (ia, ib) if ga[0] == "E" else (ib, ia)
-            rows.append((p.source, p.activity, "neutral", gab_caption(None, p.activity, "neutral"), right, wrong))
+            rows.append((p.source, p.activity, "neutral", gab_caption(None, p.activity, "neutral"), right, wrong, images.loc[right].expected))
         else:
             for own, other in ((ia, ib), (ib, ia)):
                 r = images.loc[own]
-                rows.append((p.source, p.activity, r.group, gab_caption(group_performer(r.group, r.expected), p.activity, template), own, other))
-    cols = ["source", "activity", "caption_group", "caption", "i_true", "i_other"]
+                perf = group_performer(r.group, r.expected)
+                rows.append((p.source, p.activity, r.group, gab_caption(perf, p.activity, template), own, other, perf))
+    cols = ["source", "activity", "caption_group", "caption", "i_true", "i_other", "truth"]
     out = pd.DataFrame(rows, columns=cols)
-    if out.empty: return out.assign(s_true=[], s_other=[], correct=[])
+    if out.empty: return out.assign(s_true=[], s_other=[], p_male=[], correct=[])
     T = embed_captions(encode_text, out.caption.tolist())
     C = np.stack([T[c] for c in out.caption])
     st = np.einsum("nd,nd->n", X[out.i_true.to_numpy()], C); so = np.einsum("nd,nd->n", X[out.i_other.to_numpy()], C)
-    return out.assign(s_true=st, s_other=so, correct=paired_choice(st, so))
+    man = out.truth.eq("man").to_numpy()
+    p_male = pair_probability(np.where(man, st, so), np.where(man, so, st))
+    return out.assign(s_true=st, s_other=so, p_male=p_male, correct=authors_choice(p_male, out.truth.to_numpy()))
 
 def t2i_accuracy(pairs: pd.DataFrame, # `text_to_image_experiment`'s table
                  by: Sequence[str] = ("source", "caption_group"),
                  seed: int = 0, # seeds the bootstrap over activities
                 ) -> pd.DataFrame:
-    "Text-to-image accuracy per activity, averaged over activities within `by`; `chance` 0.5 (two images), 95 % interval."
-    a = pairs.groupby([*by, "activity"]).correct.mean().reset_index()
-    return over_activities(a, "correct", by, 0.5, seed, name="accuracy")
+    """Text-to-image accuracy per activity (`t2i_per_activity`: the authors' `*_agg.csv` score), averaged over activities
+    within `by`; `chance` 0.5 (two images), 95 % bootstrap interval over activities."""
+    return over_activities(t2i_per_activity(pairs, by), "accuracy", by, 0.5, seed, name="accuracy")
 
 def neutral_preference_share(images: pd.DataFrame, image_emb, encode_text: Callable, groups=("E1", "U1"),
                              seed: int = 0, # seeds the bootstrap over activities
@@ -350,14 +406,16 @@ def neutral_preference_share(images: pd.DataFrame, image_emb, encode_text: Calla
 
 # %% ../../../nbs/papers/gab/01_binding.ipynb #a21e7163
 def text_encoder_bias(activities: pd.DataFrame, encode_text: Callable) -> pd.DataFrame:
-    "Per activity: `s_expected`, `s_unexpected` (cosine to the neutral sentence) and `biased` (expected closer)."
+    """Per activity: `s_expected`, `s_unexpected` (cosine to the neutral sentence), `p_expected` (the authors' rounded
+    softmax of the two, `pair_probability`) and `biased` (`encoder_biased`: p_expected > 0.5, the authors' count)."""
     caps_n = [gab_caption(None, a, "neutral") for a in activities.activity]
     caps_e = [gab_caption(e, a, "one") for e, a in zip(activities.expected, activities.activity)]
     caps_u = [gab_caption(other_gender(e), a, "one") for e, a in zip(activities.expected, activities.activity)]
     T = embed_captions(encode_text, caps_n + caps_e + caps_u)
     N, E, U = (np.stack([T[c] for c in cs]) for cs in (caps_n, caps_e, caps_u))
     se, su = np.einsum("nd,nd->n", N, E), np.einsum("nd,nd->n", N, U)
-    return activities[["source", "activity", "expected"]].reset_index(drop=True).assign(s_expected=se, s_unexpected=su, biased=se > su)
+    return activities[["source", "activity", "expected"]].reset_index(drop=True).assign(s_expected=se, s_unexpected=su,
+        p_expected=(p := pair_probability(se, su)), biased=encoder_biased(p))
 
 def text_encoder_bias_share(bias: pd.DataFrame, # `text_encoder_bias`'s table
                             seed: int = 0, # seeds the bootstrap over activities
@@ -397,6 +455,42 @@ def activity_recognition_summary(per_image: pd.DataFrame, # `activity_recognitio
     parts = [over_activities(a, m, by, lambda d, m=m: float(np.mean([AR_CHANCE[m](n) for n in d.n_candidates])), seed,
                              name="value").assign(metric=m) for m in AR_CHANCE]
     return pd.concat(parts, ignore_index=True)[[*by, "metric", "value", "n_activities", "chance", "ci_low", "ci_high"]]
+
+# %% ../../../nbs/papers/gab/01_binding.ipynb #rl0relcd
+def release_text_encoder_bias(frame: pd.DataFrame, # `data.gab_release.read_text_encoder_bias`'s frame (one model or several)
+                              activities: pd.DataFrame | None = None, # `activity_table`; None: the released lists
+                             ) -> pd.DataFrame:
+    """The released text-encoder probabilities as `text_encoder_bias`'s table: `source`, `activity`, `expected`,
+    `p_expected` (the released probability of the expected gender's sentence) and `biased` (`encoder_biased`)."""
+    acts = activity_table() if activities is None else activities
+    d = frame.merge(acts[["source", "activity", "expected"]], on=["source", "activity"], how="left")
+    if d.expected.isna().any():
+        miss = d[d.expected.isna()][["source", "activity"]].drop_duplicates().values.tolist()
+        raise KeyError(f"released activities {miss} are not in the activity lists (their expected gender is unknown)")
+    p = np.where(d.expected == "man", d.male_sim_prob, d.female_sim_prob)
+    keep = [c for c in ("model", "release_name") if c in d]
+    return d[[*keep, "source", "activity", "expected"]].assign(p_expected=p, biased=encoder_biased(p))
+
+NEUTRAL_TRUTHS = ("expected", "woman")
+
+def release_t2i_pairs(rows: pd.DataFrame, # `data.gab_release.read_t2i`'s frame
+                      activities: pd.DataFrame | None = None, # `activity_table`; None: the released lists
+                      neutral_truth: str = "expected", # the neutral caption's right image: "expected" (§5.2.3) or "woman" (what the released *_agg.csv encode)
+                     ) -> pd.DataFrame:
+    """The released text→image rows as `text_to_image_experiment`'s pair table: `caption_group` (E1/U1 for `single`,
+    E2/U2 for `double`, `neutral` for the person caption), `truth`, `p_male` (released) and `correct` (`authors_choice`)."""
+    if neutral_truth not in NEUTRAL_TRUTHS: raise ValueError(f"neutral_truth must be one of {NEUTRAL_TRUTHS}, got {neutral_truth!r}")
+    acts = activity_table() if activities is None else activities
+    d = rows.merge(acts[["source", "activity", "expected"]], on=["source", "activity"], how="left")
+    if d.expected.isna().any():
+        miss = d[d.expected.isna()][["source", "activity"]].drop_duplicates().values.tolist()
+        raise KeyError(f"released activities {miss} are not in the activity lists (their expected gender is unknown)")
+    n = np.where(d["mode"] == "single", "1", "2")
+    gendered = d.caption.isin(["man", "woman"]).to_numpy()
+    group = np.where(gendered, np.where(d.caption == d.expected, "E", "U") + n, "neutral")
+    truth = np.where(gendered, d.caption, d.expected if neutral_truth == "expected" else "woman")
+    return d.assign(caption_group=group, truth=truth, p_male=d.male_sim_prob,
+                    correct=authors_choice(d.male_sim_prob.to_numpy(), truth))
 
 # %% ../../../nbs/papers/gab/01_binding.ipynb #b01c6432
 PAPER_MODELS = {"AltCLIP": "BAAI/AltCLIP", "EVA01-g-14": "EVA01-g-14/laion400m_s11b_b41k",

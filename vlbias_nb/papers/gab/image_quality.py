@@ -64,14 +64,22 @@ def fid_filter(feats, # (n, d) features of the images
                drop_share: float = 0.0, # share of the images with the highest per-image score to drop
                target_fid: float | None = None, # else drop the highest one by one until the kept set's FID <= this
                min_keep: int = 2, # never keep fewer
+               outlier_iqr: float = 0.0, # else drop the scores above Q3 + outlier_iqr * IQR (Tukey's fence; 0: off)
               ) -> np.ndarray:
-    "Keep mask of the §4.3.1 FID filter (see above): `drop_share` or `target_fid`."
+    "Keep mask of the §4.3.1 FID filter (see above): `outlier_iqr`, `drop_share` or `target_fid`."
     if not 0 <= drop_share < 1: raise ValueError(f"drop_share must be in [0, 1), got {drop_share}")
-    if drop_share and target_fid is not None: raise ValueError("give drop_share or target_fid, not both")
+    if outlier_iqr < 0: raise ValueError(f"outlier_iqr must be >= 0, got {outlier_iqr}")
+    if sum(map(bool, (drop_share, target_fid is not None, outlier_iqr))) > 1:
+        raise ValueError("give one of outlier_iqr, drop_share or target_fid, not both")
     f = np.asarray(feats, float)
-    order = np.argsort(-per_image_frechet(f, reference_features), kind="stable")  # worst first
+    score = per_image_frechet(f, reference_features)
+    order = np.argsort(-score, kind="stable")  # worst first
     keep = np.ones(len(f), bool)
-    if drop_share: keep[order[:min(int(round(drop_share * len(f))), max(len(f) - min_keep, 0))]] = False
+    if outlier_iqr:
+        q1, q3 = np.percentile(score, [25, 75])
+        worst = [i for i in order if score[i] > q3 + outlier_iqr * (q3 - q1)]
+        keep[worst[:max(len(f) - min_keep, 0)]] = False
+    elif drop_share: keep[order[:min(int(round(drop_share * len(f))), max(len(f) - min_keep, 0))]] = False
     elif target_fid is not None:
         for i in order:
             if keep.sum() <= min_keep or fid_from_features(f[keep], reference_features) <= target_fid: break
