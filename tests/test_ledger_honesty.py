@@ -66,10 +66,31 @@ def _digits(row) -> int | None:
     return None if not m else int(round(-math.log10(2 * float(m.group(1)))))
 
 
+def ledger_folders(root) -> dict[Path, str]:
+    """The folders under `root` that hold a ledger.csv beside the run's tables, with the analysis each belongs to: the
+    published layout `figures/<name>/ledger.csv`, and a run's output `--out DIR`: `DIR/<name>/tables/ledger.csv` (or
+    one level deeper, when DIR is itself `<root>/<name>`)."""
+    root, found = Path(root), {}
+    for pattern in ("*/ledger.csv", "*/tables/ledger.csv", "*/*/tables/ledger.csv"):
+        for f in sorted(root.glob(pattern)):
+            found[f.parent] = f.parent.parent.name if f.parent.name == "tables" else f.parent.name
+    return found
+
+
+def ledger_rows(root) -> pd.DataFrame:
+    """Every ledger row under `root` (`ledger_folders`), read by `report.published_ledgers` (which fills the columns an
+    older ledger lacks with ''), with `analysis` and `folder` (where the run's tables are)."""
+    frames = []
+    for folder, name in ledger_folders(root).items():
+        t = published_ledgers(folder.parent)
+        frames.append(t[t.analysis == folder.name].assign(analysis=name, folder=str(folder)))
+    return pd.concat(frames, ignore_index=True) if frames else published_ledgers(Path(root) / "__none__").assign(folder="")
+
+
 def reproduced_misses(figures) -> list[str]:
     """Rule (a) over the ledgers under `figures`: every 'reproduced' row passes `agreement` with its interval and stated
     tolerance, and has no `departs`. One message per row that does not."""
-    rows = published_ledgers(figures)
+    rows = ledger_rows(figures)
     out = []
     for r in rows[rows.status == "reproduced"].to_dict("records"):
         where = f"{r['analysis']}/ledger.csv: {r['paper_name']} {r['item']} / {r['quantity']!r}"
@@ -116,14 +137,14 @@ def table_contradictions(figures) -> list[str]:
       coincide by chance) matches only in a row whose `model` names the ledger row's model.
     Rows that publish the paper's own numbers (reason "the paper's own numbers") hold no number of ours and are skipped.
     One message per (ledger row, table row) pair that contradicts."""
-    figures = Path(figures)
-    rows = with_ledger_comparability(published_ledgers(figures))   # comparable: reproduced or differs, no `departs`
+    rows = ledger_rows(figures)
+    rows = with_ledger_comparability(rows) if len(rows) else rows.assign(comparable=False)   # reproduced or differs, no `departs`
     out = []
-    for analysis, mine in rows.groupby("analysis"):
+    for (analysis, folder), mine in rows.groupby(["analysis", "folder"]):
         stands = mine[(mine.status == "reproduced") | mine.comparable.astype(bool)]
         stands = stands[stands.ours.map(_finite)]
         if not len(stands): continue
-        for f in sorted((figures / analysis).glob("*.csv")):
+        for f in sorted(Path(folder).glob("*.csv")):
             if f.name == "ledger.csv": continue
             t = pd.read_csv(f, keep_default_na=False, na_values=[""])
             if "comparable" not in t.columns: continue
@@ -157,14 +178,14 @@ ROOTS = figures_roots()
 
 @pytest.mark.parametrize("root", ROOTS, ids=str)
 def test_reproduced_rows_pass_their_tolerance(root):
-    if not list(Path(root).glob("*/ledger.csv")): pytest.skip(f"no ledger under {root}")
+    if not ledger_folders(root): pytest.skip(f"no ledger under {root}")
     bad = reproduced_misses(root)
     assert not bad, f"{len(bad)} ledger row(s) marked reproduced that miss their tolerance:\n" + "\n".join(bad)
 
 
 @pytest.mark.parametrize("root", ROOTS, ids=str)
 def test_no_ledger_table_contradiction(root):
-    if not list(Path(root).glob("*/ledger.csv")): pytest.skip(f"no ledger under {root}")
+    if not ledger_folders(root): pytest.skip(f"no ledger under {root}")
     bad = table_contradictions(root)
     assert not bad, f"{len(bad)} ledger/table contradiction(s):\n" + "\n".join(bad)
 
@@ -273,6 +294,21 @@ def test_checker_can_fail_on_a_published_style_pair(tmp_path):
     tables["auc"]["comparable"] = [True]
     _write(tmp_path / "b", "r", [_row("q", "reproduced", 79.4, 78.0, ci=(75.6, 83.1))], tables)
     assert len(table_contradictions(tmp_path / "a")) == 1 and table_contradictions(tmp_path / "b") == []
+
+
+def test_run_output_layout(tmp_path):
+    "A run's output (`vlbias run NAME --out DIR`: DIR/NAME/tables/ledger.csv) is judged like a published folder."
+    run = tmp_path / "tfidf_table1"
+    _write(run, "tfidf_table1", [_row("q", "reproduced", 79.4, 78.0, ci=(75.6, 83.1))],
+           {"auc": dict(ours=[79.4], paper=[78.0], comparable=[False], reason=["x"])})
+    (run / "tfidf_table1").rename(run / "tables"); run.rename(tmp_path / "x"); (tmp_path / "tfidf_table1").mkdir()
+    (tmp_path / "x").rename(tmp_path / "tfidf_table1" / "tfidf_table1")          # DIR/NAME/NAME/tables/ledger.csv
+    assert list(ledger_folders(tmp_path / "tfidf_table1").values()) == ["tfidf_table1"]
+    assert list(ledger_folders(tmp_path).values()) == ["tfidf_table1"]
+    bad = table_contradictions(tmp_path / "tfidf_table1")
+    assert len(bad) == 1 and bad[0].startswith("tfidf_table1:"), bad
+    _write(tmp_path / "miss", "r", [_row("q", "reproduced", 1.0, 2.0)], columns=OLD_COLUMNS)
+    assert len(reproduced_misses(tmp_path / "miss")) == 1
 
 
 def test_figures_roots_parameter(monkeypatch, tmp_path):
