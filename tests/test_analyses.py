@@ -53,6 +53,9 @@ def check_tfidf_table1(d):
         sd = tf[tf.metric.str.endswith(" std")]
         assert len(sd) == 8 and (sd.setting == "balanced").all() and (sd.paper == 0.0).all() and (sd.ours > 0).all()
         assert np.allclose(tf.delta, tf.ours - tf.paper)
+        rf = _table(d, "random_feature_model")                                      # Tab. 1's random row: the authors' model, run to run
+        assert len(rf) == 8 and (rf.runs >= 2).all() and (rf.interval_low < rf.ours).all() and (rf.ours < rf.interval_high).all()
+        assert (rf.paper_inside == ((rf.interval_low <= rf.paper) & (rf.paper <= rf.interval_high))).all()
         lc = _table(d, "coco_val_label_counts").set_index("label")                  # the labels behind it, beside §3.2's
         assert lc.paper.to_dict() == {"male": 1275, "female": 539, "undefined": 3186} and lc.ours.sum() == lc.authors_script_tokenisation.sum() == 5000
     t = _table(d, "planted_known_answers")

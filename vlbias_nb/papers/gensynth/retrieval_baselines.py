@@ -12,6 +12,7 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
+from scipy import stats
 from tqdm.auto import tqdm
 from ...metrics import bias_at_k, max_skew_at_k, attribute_counts_at_k
 from ...text import DEFAULT_LEXICON, GenderLexicon, MALE, FEMALE, UNDEFINED, neutralise_caption
@@ -25,7 +26,7 @@ __all__ = ['GENDER_CODES', 'CAPTION_TEXTS', 'T1_METRICS', 'gender_codes', 'gende
            'GroupIndex', 'table1_metrics', 'table1_row', 'random_bias_at_k_expectation', 'random_max_skew_expectation',
            'random_table1_expectation', 'balanced_counts', 'balanced_subsample', 'tfidf_table1_metrics',
            'random_table1_metrics', 'random_feature_table1_metrics', 'embedding_table1_metrics', 'balanced_table1',
-           'summarise_runs', 'paper_table1', 'paper_comparison', 'std_beside']
+           'summarise_runs', 'run_to_run_interval', 'paper_table1', 'paper_comparison', 'std_beside']
 
 # %% ../../../nbs/papers/gensynth/01_retrieval_baselines.ipynb #b04a0c5c
 GENDER_CODES = {MALE: 0, FEMALE: 1, UNDEFINED: -1}
@@ -524,6 +525,21 @@ def summarise_runs(runs: pd.DataFrame, # one row per run, one column per metric
                   ) -> pd.DataFrame:
     "Mean and standard deviation (ddof=1) over runs of each metric."
     return pd.DataFrame({"mean": runs.mean(), "std": runs.std(ddof=1)})
+
+# %% ../../../nbs/papers/gensynth/01_retrieval_baselines.ipynb #rr000002
+def run_to_run_interval(run_means, # one value per run of the same random procedure (R >= 2)
+                        n_averaged: int = 1, # runs the compared statistic averages (GenSynth Tab. 1: 1 unbalanced, 5 balanced)
+                        level: float = 0.95, # coverage
+                        query_noise: float = 0.0, # variance to remove from the runs' variance (the extra query noise of subsampled runs)
+                       ) -> tuple[float, float]:
+    """Where a fraction `level` of the values of a statistic averaging `n_averaged` independent runs falls, from R runs:
+    the prediction interval mean ± t_{R−1} · s · √(1/n_averaged + 1/R), with s² the runs' variance less `query_noise`."""
+    x = np.asarray(run_means, float)
+    if len(x) < 2 or not np.isfinite(x).all(): raise ValueError(f"run_to_run_interval needs >= 2 finite run values, got {x.tolist()}")
+    if n_averaged < 1: raise ValueError(f"n_averaged must be >= 1, got {n_averaged}")
+    s2 = max(x.var(ddof=1) - query_noise, 0.0)
+    half = stats.t.ppf(0.5 + level / 2, len(x) - 1) * math.sqrt(s2 * (1 / n_averaged + 1 / len(x)))
+    return float(x.mean() - half), float(x.mean() + half)
 
 # %% ../../../nbs/papers/gensynth/01_retrieval_baselines.ipynb #06fbbd5a
 T1_METRICS = ["bias@5", "bias@10", "maxskew@25", "maxskew@100"]
