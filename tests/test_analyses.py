@@ -95,6 +95,30 @@ def check_lic(d):
     assert dc.paper["images labelled male or female"] == 10780 and dc.paper["balanced train images"] == 5966
     assert dc.ours["images labelled male or female"] == dc.ours["images labelled male"] + dc.ours["images labelled female"]
     assert np.allclose(dc.delta.dropna(), (dc.ours - dc.paper).dropna()) and not dc.comparable.any()   # captions' gender, not Zhao et al.'s
+    led = _table(d, "ledger")
+    assert not ((led.status == "reproduced") & led.departs.fillna("").ne("")).any()    # other data or protocol: at most partly
+    lic_d = led[led.quantity.str.startswith("LIC_D with the LSTM: the human captions' side")]
+    assert (lic_d.status != "reproduced").all() and lic_d.departs.fillna("").ne("").all()   # 30.8 vs 39.1 on other data (issue #31)
+    assert led[led.quantity.str.contains("faithful \\(synthetic\\) captioner's LIC", regex=True)].status.isin(["validated", "needs full profile"]).all()
+    if (d / "tables" / "released_counts.csv").exists():                             # the LIC authors' released captions (issue #30)
+        c5 = _table(d, "released_counts").set_index(["attribute", "quantity"]).images
+        assert (c5["gender", "labelled images"], c5["gender", "male"], c5["gender", "female"], c5["skin", "labelled images"]) == (10780, 7466, 3314, 10969)
+        assert (c5["gender", "balanced train images"], c5["gender", "balanced test images"]) == (5966, 662)
+        re_ = _table(d, "released_tab1_ratio_error")
+        assert len(re_) == 18 and re_.chance.notna().all() and not np.isclose(re_[re_.metric == "Ratio"].chance, 1.0).any()   # ground truth, not 1 / 50
+        err = re_[re_.metric == "Error"]
+        assert (abs(err.ours - err.paper) <= 0.1).all()                              # Error from the released captions: within one printed unit
+        for name, n_models in (("released_tab2_lic_lstm", 9), ("released_tab3_lic_skin", 9)):
+            t = _table(d, name)
+            every = t[t.images == "all labelled"]
+            assert len(every) == n_models and (every.metric == "LIC_M").all() and (every.chance == 25).all()
+            assert ((t.ci_low <= t.ours + 1e-9) & (t.ours <= t.ci_high + 1e-9)).all() and t.protocol.str.contains("runs ×").all()
+            assert t["differs from the paper"].notna().all()
+        assert len(_table(d, "released_tab4_masked")) == 8
+        rel = led[led.evidence == "released outputs"]
+        assert {"§5 data", "Tab. 1", "Tab. 2", "Tab. 3", "Tab. 4", "Obs. 1.3 NIC+Equalizer", "Obs. 2.2 mean LIC_M"} <= set(rel.item)
+        assert (rel[rel.quantity.str.startswith("gender labelled images")].status == "reproduced").all()
+        assert not led[led.item.isin(["Tab. 3", "Tab. 4", "Obs. 2.2 mean LIC_M"])].status.eq("needs full profile").any()
 
 def check_prompt_array(d):
     t = _table(d, "known_answer_before_after").set_index("model")

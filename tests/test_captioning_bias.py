@@ -403,3 +403,28 @@ def test_masked_versions_on_real_coco_mini():
     g = {j: ("male" if k % 2 else "female") for k, j in enumerate(sorted(objs))}
     b = object_gender_bias(objs, g)
     assert np.allclose(b.sum(axis=1), 1) and gender_correlated_object(objs[i], g[i], b) in objs[i] - {"person"}
+
+def test_lic_m_over_runs_repeats_lic_over_runs_and_a_given_vocabulary_aligns_the_humans(planted):
+    "lic_m_over_runs: the same splits and f_hat as lic_over_runs; lic_over_runs(vocabulary=) aligns f*'s captions to that V_pre."
+    from vlbias_nb.papers.lic.lic_runs import lic_m_over_runs
+    human, labels, _ = planted
+    gen = faithful_captioner(human, 0)
+    cfg = ClassifierConfig(kind="lstm", epochs=2, lr=1e-2, embedding_dim=16, hidden_dim=8, batch_size=32)
+    full = lic_over_runs(human, gen, labels, cfg, n_runs=2, seed=3, human_captions_per_image=1, progress=False,
+                         vocabulary={"a", "on", "the"}, keep_classifiers=True)
+    only_m = lic_m_over_runs({"faithful": gen}, labels, cfg, n_runs=2, seed=3)["faithful"]
+    assert np.allclose(only_m.runs.LIC_M, full.runs.LIC_M) and only_m.test_ids == full.test_ids
+    assert set(full.human_classifier.vocab.itos) <= {"<pad>", "<unk>", "<gender>", "a", "on", "the"}   # nothing outside V_pre
+
+@pytest.mark.skipif(not __import__("vlbias_nb.data.releases", fromlist=["has_release"]).has_release("lic"),
+                    reason="the LIC release is not here (set VLBIAS_LIC_RELEASE or VLBIAS_DATA)")
+def test_released_captions_give_the_paper_s_error():
+    "Tab. 1's Error of the nine captioners from their released captions: within one unit of the paper's printed decimal (App. B words)."
+    from vlbias_nb.data.lic_release import PAPER_CAPTIONERS, load_lic_captions, lic_labels
+    from vlbias_nb.report import paper_values
+    paper = paper_values("LIC", "Tab. 1", metric="Error").set_index("model").value
+    for n in PAPER_CAPTIONERS:
+        e = load_lic_captions(n)
+        lab = lic_labels(e)
+        pred = {i: caption_gender(c) for i, c in zip(e.image_id, e.caption)}
+        assert abs(gender_error(pred, lab) - paper[n]) <= 0.1, n     # within one printed unit: NIC 14.249 against 14.3, the rest within ±0.05

@@ -12,12 +12,12 @@ from tqdm.auto import tqdm
 from ...metrics import lic, lic_score, leakage_accuracy
 from ...seeds import derive_seed
 from .captions import (match_inputs, prepare_caption, tokenize_caption, model_vocabulary, align_to_vocabulary,
-                                           balanced_split, attribute_codes)
+                                           balanced_split, attribute_codes, SPECIAL_TOKENS)
 from .captioning_bias import ClassifierConfig, CaptionAttributeClassifier
 
 # %% auto #0
-__all__ = ['LICResult', 'lic_over_runs', 'lic_chance_tolerance', 'lic_sample_scores', 'lic_chance_level', 'lic_intervals',
-           'vocabulary_size', 'linear_trend']
+__all__ = ['LICResult', 'lic_over_runs', 'LICMResult', 'runs_interval', 'lic_m_over_runs', 'lic_chance_tolerance',
+           'lic_sample_scores', 'lic_chance_level', 'lic_intervals', 'vocabulary_size', 'linear_trend']
 
 # %% ../../../nbs/papers/lic/02_lic_runs.ipynb #7555e7d3
 @dataclass
@@ -56,10 +56,12 @@ def _fit_and_score_all(jobs, n_jobs: int = 1) -> list:
     return Parallel(n_jobs=min(n_jobs, len(jobs)))(delayed(_fit_and_score)(*j[:6]) for j in jobs)
 
 # %% ../../../nbs/papers/lic/02_lic_runs.ipynb #c39984e6
-def _prepared_captions(human: dict, generated: dict, ids, mask: bool, align_vocabulary: bool):
-    "`(model tokens {id: tokens}, human tokens {id: [tokens per caption]}, V_pre)`: masked, human captions aligned to V_pre."
+def _prepared_captions(human: dict, generated: dict, ids, mask: bool, align_vocabulary: bool, vocabulary=None):
+    """`(model tokens {id: tokens}, human tokens {id: [tokens per caption]}, V_pre)`: masked, human captions aligned to
+    V_pre — the words of `generated`, or `vocabulary` (plus the special tokens) when given."""
     gen_tok = {i: prepare_caption(generated[i], mask) for i in ids}
-    vocab = model_vocabulary(gen_tok.values()) if align_vocabulary else None
+    if not align_vocabulary: vocab = None
+    else: vocab = model_vocabulary(gen_tok.values()) if vocabulary is None else set(vocabulary) | set(SPECIAL_TOKENS)
     hum_tok = {}
     for i in ids:
         caps = [prepare_caption(c, mask) for c in human[i]]
@@ -100,6 +102,7 @@ def lic_over_runs(human: dict,                   # human captions {image_id: [ca
                   keep_classifiers: bool = False, # keep run 0's f_hat and f* (caption 0)
                   name: str = "model",           # the model's name in messages
                   n_jobs: int = 1,               # classifiers trained at once in worker processes (results do not depend on it)
+                  vocabulary: set | None = None, # V_pre to align the human captions to (e.g. the captioner's released vocabulary); None: the words of `generated`
                  ) -> LICResult:
     """LIC_M, LIC_D and LIC (LIC eqs. 9-11, x100) of the captions `generated` against the human captions `human`, for
     the attribute `labels`, over `n_runs` seeded runs of balanced split + classifier training (LIC §4-5)."""
@@ -108,7 +111,7 @@ def lic_over_runs(human: dict,                   # human captions {image_id: [ca
     values = sorted(set(labels.values()))
     if n_runs < 1: raise ValueError("n_runs must be >= 1")
     if human_captions_per_image < 1: raise ValueError("human_captions_per_image must be >= 1")
-    gen_tok, hum_tok, vocab = _prepared_captions(human, generated, list(labels), mask, align_vocabulary)
+    gen_tok, hum_tok, vocab = _prepared_captions(human, generated, list(labels), mask, align_vocabulary, vocabulary)
     t0, runs = time.perf_counter(), []
     bar = tqdm(range(n_runs), desc=f"LIC {config.label} [{name}]", disable=progress is False)
     for r in bar:
@@ -119,6 +122,63 @@ def lic_over_runs(human: dict,                   # human captions {image_id: [ca
     keep = (runs[0]["f_hat"], runs[0]["f_star"]) if keep_classifiers else (None, None)
     return LICResult(lic(P_m, Y_m, P_d, Y_d, scale=100), pd.DataFrame([x["row"] for x in runs]), values, P_m, Y_m, P_d, Y_d,
                      [x["test"] for x in runs], config, time.perf_counter() - t0, *keep, vocab)
+
+# %% ../../../nbs/papers/lic/02_lic_runs.ipynb #lm000002
+@dataclass
+class LICMResult:
+    "LIC_M of one caption set over runs (LIC eq. 10, x100): `summary`, per-run table, posteriors and test ids per run."
+    summary: dict
+    runs: pd.DataFrame
+    values: list
+    probs_model: np.ndarray           # (R, n_test, A)
+    labels_model: np.ndarray          # (R, n_test)
+    test_ids: list                    # per run
+    config: ClassifierConfig
+    model_classifier: CaptionAttributeClassifier | None = None   # f_hat of run 0 (if keep_classifiers)
+
+def runs_interval(values, level: float = 0.95) -> tuple[float, float]:
+    "The `level` t interval of the mean of `values` over runs: mean ± t_{(1+level)/2, N-1} sd / sqrt(N); (nan, nan) for N < 2."
+    from scipy import stats
+    x = np.asarray(values, float)
+    if len(x) < 2: return (float("nan"), float("nan"))
+    h = float(stats.t.ppf((1 + level) / 2, len(x) - 1) * x.std(ddof=1) / np.sqrt(len(x)))
+    return (float(x.mean() - h), float(x.mean() + h))
+
+def lic_m_over_runs(captions: dict,            # {set name: {image_id: caption}}
+                    labels: dict,              # the attribute {image_id: value}; each set uses its images that have one
+                    config: ClassifierConfig | None = None, # the classifier (default: the LSTM)
+                    n_runs: int = 10,          # runs N (paper: 10)
+                    seed: int = 0,             # run r's streams are derive_seed(seed, "run", r, ...), as in lic_over_runs
+                    test_ratio: float = 0.1,   # test share of the balanced split
+                    mask: bool = True,         # mask the gender words (gender yes, race no)
+                    n_jobs: int = 1,           # classifiers trained at once in worker processes (results do not depend on it)
+                    keep_classifiers: bool = False, # keep each set's f_hat of run 0
+                   ) -> dict:
+    "`{set name: LICMResult}`: LIC_M (LIC eq. 10, x100) of each caption set over `n_runs` balanced splits, f_hat only."
+    config = config or ClassifierConfig()
+    if n_runs < 1: raise ValueError("n_runs must be >= 1")
+    values = sorted(set(labels.values()))
+    jobs, meta = [], []
+    for name, caps in captions.items():
+        lab = {i: v for i, v in labels.items() if i in caps}
+        if not lab: raise ValueError(f"caption set {name!r}: none of its images has a label")
+        tok = {i: prepare_caption(caps[i], mask) for i in lab}
+        for r in range(n_runs):
+            train, test = balanced_split(lab, test_ratio, derive_seed(seed, "run", r, "split"), values)
+            jobs.append((config, len(values), derive_seed(seed, "run", r, "f_hat"), [tok[i] for i in train],
+                         attribute_codes(train, lab, values), [tok[i] for i in test], False, "f_hat"))
+            meta.append((name, r, test, attribute_codes(test, lab, values), len(train)))
+    fitted = _fit_and_score_all(jobs, n_jobs)
+    out = {}
+    for name in captions:
+        k = [j for j, m in enumerate(meta) if m[0] == name]
+        rows = [{"run": meta[j][1], "LIC_M": lic_score(fitted[j][0], meta[j][3], 100),
+                 "acc_M": 100 * leakage_accuracy(fitted[j][0], meta[j][3]), "n_train": meta[j][4], "n_test": len(meta[j][2])} for j in k]
+        runs = pd.DataFrame(rows)
+        summary = {"LIC_M": float(runs.LIC_M.mean()), "LIC_M_std": float(runs.LIC_M.std(ddof=1)) if len(runs) > 1 else 0.0}
+        out[name] = LICMResult(summary, runs, values, np.stack([fitted[j][0] for j in k]), np.stack([meta[j][3] for j in k]),
+                               [meta[j][2] for j in k], config, fitted[k[0]][1] if keep_classifiers else None)
+    return out
 
 # %% ../../../nbs/papers/lic/02_lic_runs.ipynb #8d3f5ee1
 def lic_chance_tolerance(result: LICResult, floor: float = 0.0, level: float = 0.95) -> float:
