@@ -129,7 +129,8 @@ def table_contradictions(figures) -> list[str]:
 
     A table row holds the ledger's number when (all of):
     * the same number (within 1e-9 relative) is in its `ours` column — or, for a table without one, in any numeric column;
-    * its `model` (where the table has that column) is the ledger row's model (equal, or one names the other);
+    * its `model` (where the table has that column) is the ledger row's model (equal, or one names the other); a
+      `models` column (a comma-separated list) must name it;
     * its `paper` (where the table has that column and a value) is the ledger row's paper number;
     * for a whole number or zero (counts and zeros coincide by chance), the table has `ours` and `paper` columns and
       both matched: the table states the same comparison;
@@ -152,6 +153,7 @@ def table_contradictions(figures) -> list[str]:
             if "reason" in t.columns: t = t[t.reason.map(_text) != COMPARABILITY_REASONS["paper"]]
             if not len(t): continue
             has_ours, has_paper, has_model = "ours" in t.columns, "paper" in t.columns, "model" in t.columns
+            has_models = "models" in t.columns                 # a row over several models: "tiny-clip, tiny-hf-clip, ..."
             num_cols = ["ours"] if has_ours else [c for c in t.columns if c not in ("comparable", "reason")]
             for trow in t.to_dict("records"):
                 cells = _numeric_cells(trow, num_cols)
@@ -159,6 +161,8 @@ def table_contradictions(figures) -> list[str]:
                     hit = [c for c, v in cells if _same(v, r["ours"])]
                     if not hit: continue
                     if has_model and not _model_matches(trow.get("model"), r.get("model")): continue
+                    if has_models and _text(trow.get("models")) and _text(r.get("model")) and not any(
+                            _model_matches(m.strip(), r.get("model")) for m in _text(trow.get("models")).split(",")): continue
                     paper_ok = has_paper and _finite(trow.get("paper")) and _finite(r["paper"]) and _same(trow["paper"], r["paper"])
                     if has_paper and _finite(trow.get("paper")) and not paper_ok: continue
                     v = float(r["ours"])
@@ -253,6 +257,7 @@ def test_contradiction_found_and_near_misses_not(tmp_path):
               # the not-comparable ledger row's own number
               "same_but_comparable": dict(ours=[79.4], paper=[78.0], comparable=[True], reason=[""]),
               "other_model": dict(model=["tiny-clip"], ours=[79.4], paper=[78.0], comparable=[False], reason=["random weights"]),
+              "other_models": dict(models=["tiny-clip, tiny-flava"], ours=[79.4], paper=[78.0], comparable=[False], reason=["random weights"]),
               "other_paper": dict(ours=[79.4], paper=[63.4], comparable=[False], reason=["other item"]),
               "count_coincidence": dict(n_images=[14], comparable=[False], reason=["data"]),
               "partly_number": dict(ours=[3.8], paper=[19.7], comparable=[False], reason=["MiniLM"])}
