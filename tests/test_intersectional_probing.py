@@ -82,15 +82,15 @@ def test_real_benchmark_loaders_on_tiny_files(tmp_path):
 
 @pytest.mark.parametrize("segment, a1, a2, codes", [
     ("race_gender", ["White", "Asian", "Latino", "Middle Eastern"], ["male", "female", "female", "male"], [0, 7, 11, 8]),
-    ("physical_gender", ["attractive", "young", "old", "fat"], ["male", "female", "female", "male"], [0, 13, 27, 16]),
-    ("physical_race", ["attractive", "young", "old", "tattooed"], ["Black", "Latino", "White", "Asian"], [1, 41, 78, 75]),
+    ("physical_gender", ["skinny", "young", "old", "obese"], ["male", "female", "female", "male"], [0, 3, 9, 4]),
+    ("physical_race", ["skinny", "young", "old", "tattooed"], ["Black", "Latino", "White", "Asian"], [1, 11, 24, 21]),
 ])
 def test_attribute_codes_hand_examples(segment, a1, a2, codes):
     "Code = index(a1)·|A2| + index(a2) in the segment's lists (§4.1), by hand for each segment; K = |A1|·|A2|."
     from vlbias_nb.papers.social_counterfactuals.intersectional_probing import attribute_codes, pair_labels, segment_values
     assert attribute_codes(segment, a1, a2).tolist() == codes
     A1, A2 = segment_values(segment)
-    assert len(pair_labels(segment)) == len(A1) * len(A2) == {"race_gender": 12, "physical_gender": 28, "physical_race": 84}[segment]
+    assert len(pair_labels(segment)) == len(A1) * len(A2) == {"race_gender": 12, "physical_gender": 10, "physical_race": 30}[segment]   # Tab. 1
     assert [pair_labels(segment)[c] for c in codes] == [f"{x} {y}" for x, y in zip(a1, a2)]
 
 @pytest.mark.parametrize("segment", ["race_gender", "physical_gender", "physical_race"])
