@@ -252,3 +252,16 @@ def test_detectability_labels_two_phases(tmp_path):
         if text is not None: p.write_text(text)
         with pytest.raises((InputFormatError, MissingDataError), match=msg) as e: load_detectability_labels(p)
         assert name in str(e.value)
+
+def test_exact_chance_of_complete_sets_against_brute_force():
+    "P(largest code count = t) among the top K of m complete sets, exact, against enumerating every K-subset (m=2, K=3)."
+    from itertools import combinations
+    from collections import Counter
+    from vlbias_nb.papers.social_counterfactuals.intersectional_probing import complete_sets_max_skew_pmf, uneven_sets_chance
+    pool = [c for _ in range(2) for c in range(3)]
+    counts = Counter(max(Counter(pool[i] for i in s).values()) for s in combinations(range(6), 3))
+    brute = np.array([counts.get(t, 0) for t in range(4)]) / sum(counts.values())
+    np.testing.assert_allclose(complete_sets_max_skew_pmf(2, 3), brute)
+    # uneven pools: the exact mean is the mean of the occupations' own chance levels (one set: 0)
+    u = uneven_sets_chance([1, 2], 3, n_draws=300)
+    assert u.estimate == pytest.approx(brute @ np.log(np.maximum(np.arange(4), 1)) / 2)
