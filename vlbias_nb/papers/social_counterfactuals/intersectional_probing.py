@@ -25,8 +25,8 @@ __all__ = ['NSFW_MODEL', 'DETECTABILITY_LABEL_COLUMNS', 'NSFW_RANGE', 'KEEP_METR
            'threshold_for_keep_fraction', 'calibrated_clip_threshold', 'calibrated_detectability_thresholds',
            'segment_values', 'attribute_codes', 'pair_labels', 'neutral_prompts', 'averaged_text_embeddings',
            'pooled_codes', 'intersectional_max_skew', 'retrieval_proportions', 'marginal_max_skew',
-           'marginal_max_skew_by_value', 'max_skew_chance', 'paper_chance_levels', 'complete_sets_max_skew_pmf',
-           'uneven_sets_chance', 'kept_sets_chance_levels', 'planted_probe_embeddings', 'occupation_key',
+           'marginal_max_skew_by_value', 'max_skew_chance', 'complete_sets_max_skew_pmf', 'uneven_sets_chance',
+           'paper_chance_levels', 'kept_sets_chance_levels', 'planted_probe_embeddings', 'occupation_key',
            'split_occupations', 'distinct_occupations', 'finetune_contrastive', 'PlantedBagOfWordsVLM',
            'planted_debiasing_data', 'withheld_max_skew', 'load_visogender', 'load_pata', 'marginal_benchmark_max_skew',
            'real_benchmark_path']
@@ -320,26 +320,6 @@ def max_skew_chance(pool_codes: Sequence, # one array of attribute codes (0..n_v
     attrs = np.concatenate([np.c_[np.full(len(c), i), c] for i, c in enumerate(pools)])
     return random_ranking_level(_mean_pool_max_skew, attrs, n_draws=n_draws, seed=seed, k=k or n_values, n_values=n_values)
 
-# %% ../../../nbs/papers/social_counterfactuals/01_intersectional_probing.ipynb #b2e8a25c
-def paper_chance_levels(n_draws: int = 2000, # random rankings per pool size
-                        seed: int = 0, # seeds them
-                       ) -> pd.DataFrame:
-    """MaxSkew@K (K = |A1|·|A2|) of a uniformly random ranking of one occupation's kept sets at the paper's sizes, per
-    segment: Tab. 1's kept sets over the paper's 260 occupations (`sets_per_occupation`, fractional), each a complete set
-    of K images. `chance_floor` / `chance_ceil`: with the two neighbouring whole numbers of sets; `chance`: their mix
-    weighted like the fraction (the mean over occupations whose counts are those two numbers)."""
-    from vlbias_nb.papers.social_counterfactuals.counterfactual_captions import paper_counts
-    n_occ, rows = paper_counts()["n_occupations"], []
-    for r in paper_tab1().itertuples():
-        K, per = int(r.images_per_set), r.sets_kept / n_occ
-        lo, hi = int(np.floor(per)), int(np.ceil(per))
-        lv = {m: max_skew_chance([np.tile(np.arange(K), m)], K, n_draws=n_draws, seed=seed) for m in {lo, hi}}
-        w = per - lo
-        rows.append(dict(segment=r.segment, K=K, sets_per_occupation=per, chance_floor=lv[lo].estimate, chance_ceil=lv[hi].estimate,
-                         chance=(1 - w) * lv[lo].estimate + w * lv[hi].estimate, chance_low=min(v.low for v in lv.values()),
-                         chance_high=max(v.high for v in lv.values())))
-    return pd.DataFrame(rows)
-
 # %% ../../../nbs/papers/social_counterfactuals/01_intersectional_probing.ipynb #ch000002
 from math import comb
 
@@ -388,6 +368,30 @@ def uneven_sets_chance(sets_per_occupation, # kept sets of each occupation (its 
     draws = np.concatenate(draws)
     lo, hi = np.quantile(draws, [0.025, 0.975])
     return CI(float(means.mean()), float(lo), float(hi))
+
+# %% ../../../nbs/papers/social_counterfactuals/01_intersectional_probing.ipynb #b2e8a25c
+def paper_chance_levels(n_draws: int = 2000, # unused: the law is exact (kept for callers)
+                        seed: int = 0, # unused: the law is exact (kept for callers)
+                       ) -> pd.DataFrame:
+    """MaxSkew@K (K = |A1|·|A2|) of a uniformly random ranking of one occupation's kept sets at the paper's sizes, per
+    segment: Tab. 1's kept sets over the paper's 260 occupations (`sets_per_occupation`, fractional), each a complete set
+    of K images. `chance_floor` / `chance_ceil`: with the two neighbouring whole numbers of sets; `chance`: their mix
+    weighted like the fraction (the mean over occupations whose counts are those two numbers); exact
+    (`complete_sets_max_skew_pmf`); `chance_low/high`: the central 95 % of one occupation's MaxSkew@K."""
+    from vlbias_nb.papers.social_counterfactuals.counterfactual_captions import paper_counts
+    n_occ, rows = paper_counts()["n_occupations"], []
+    v_of = lambda K: np.log(np.maximum(np.arange(K + 1), 1))
+    for r in paper_tab1().itertuples():
+        K, per = int(r.images_per_set), r.sets_kept / n_occ
+        lo, hi = int(np.floor(per)), int(np.ceil(per))
+        law = {m: complete_sets_max_skew_pmf(m, K) for m in {lo, hi}}           # exact (above), no sampling
+        mean = {m: float(p @ v_of(K)) for m, p in law.items()}
+        q = {m: v_of(K)[np.searchsorted(np.cumsum(p), [0.025, 0.975])] for m, p in law.items()}
+        w = per - lo
+        rows.append(dict(segment=r.segment, K=K, sets_per_occupation=per, chance_floor=mean[lo], chance_ceil=mean[hi],
+                         chance=(1 - w) * mean[lo] + w * mean[hi], chance_low=float(min(v[0] for v in q.values())),
+                         chance_high=float(max(v[1] for v in q.values()))))
+    return pd.DataFrame(rows)
 
 # %% ../../../nbs/papers/social_counterfactuals/01_intersectional_probing.ipynb #ch000004
 def kept_sets_chance_levels(kept: pd.DataFrame, # `segment, occupation, sets`: kept complete sets of each occupation (e.g. the released data set's)
