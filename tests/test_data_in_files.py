@@ -121,7 +121,9 @@ ADDED_SINCE = [(("full", "notebooks", "coco_spurious_clusters"), "cluster_captio
                (("full", "notebooks", "gab"), "fid_target"),                              # GAB: §4.3.1 per-image FID filter (issue 22)
                (("full", "notebooks", "prompt_array"), "tab2_models"),                    # Prompt Array: Tab. 2's four CLIP models (issue 22)
                (("full", "notebooks", "prompt_array"), "fig4_models"),                    # Prompt Array: Fig. 4's three CLIP models (issue 22)
-               ((), "rehearsal")]                                                         # the rehearsal profile (issue 23)
+               ((), "rehearsal"),                                                         # the rehearsal profile (issue 23)
+               (("full", "notebooks", "social_counterfactuals"), "p2p_variant"),          # SocialCounterfactuals: Brooks et al.'s generator (issue 31)
+               (("full", "notebooks", "social_counterfactuals"), "cfg_range")]            # SocialCounterfactuals: CFG ~ U(7.5, 15) per set (issue 31)
 
 # Values changed since (a fidelity fix); their old value is put back here before hashing.
 CHANGED_SINCE = [(("full", "notebooks", "gab"), "fid_model", "inception_v3")]              # GAB: the standard FID network (issue 22)
