@@ -237,8 +237,13 @@ def check_social_counterfactuals(d):
     assert np.allclose(t.share, t.planted_share, atol=ka["planted_probe"]["share_atol"])
     c = _table(d, "attention_control_check")
     sharp = c[c.pipeline.str.contains("layout follows")]
-    assert (c.drop(sharp.index).shared_attention_dev_with <= ka["attention_control"]["shared_attention_dev_with_at_most"]).all()  # p = 1
-    assert len(sharp) and sharp.ratio.max() < ka["attention_control"]["sharpened_ratio_below"]   # control confines the differences
+    brooks = (c.variant == "brooks").all()                                    # the default: Brooks et al.'s self-attention control
+    dev = c.drop(sharp.index)["self_attention_dev_with" if brooks else "shared_attention_dev_with"]
+    assert (dev <= ka["attention_control"]["shared_attention_dev_with_at_most"]).all()   # controlled maps = the base's (p = 1)
+    if brooks: assert (c.self_attention_dev_without > 0).all() and not len(sharp)
+    else: assert len(sharp) and sharp.ratio.max() < ka["attention_control"]["sharpened_ratio_below"]   # control confines the differences
+    fr = _table(d, "candidate_set_attention_fractions")                        # Brooks: self-attention for p, CFG ~ U(7.5, 15) per set
+    if brooks: assert np.allclose(fr.p_self, fr.p) and (fr.p_cross == 0).all() and fr.guidance_scale.between(7.5, 15).all()
     th = _table(d, "detectability_thresholds")
     assert (th.fitted_threshold == th.planted_threshold).all() and len(th) == 6
     pl = _table(d, "tab2_planted_debiasing")
@@ -246,9 +251,21 @@ def check_social_counterfactuals(d):
     ch = _table(d, "tab2_paper_vs_chance")                                   # the paper's Tab. 2 (paper_values layout) beside chance
     assert (ch["item"] == "Tab. 2").all() and len(ch) == 18 and np.allclose(ch.above_chance, ch.value - ch.chance)
     assert ch.set_index(["data", "model", "group"]).value[("race_gender", "CLIP", "pretrained")] == 1.02
-    ch = ch.drop_duplicates("data").set_index("data")                        # chance at the paper's set sizes
-    assert abs(ch.chance["race_gender"] - 1.01) < 0.03 and abs(ch.chance["physical_gender"] - 0.96) < 0.03
-    assert abs(ch.chance_floor["physical_race"] - 0.97) < 0.03 and abs(ch.chance_ceil["physical_race"] - 1.05) < 0.03
+    ch = ch.drop_duplicates("data").set_index("data")                        # chance at the released (uneven) kept sets
+    assert abs(ch.chance_even["race_gender"] - 1.01) < 0.03 and abs(ch.chance_even["physical_gender"] - 0.96) < 0.03
+    from vlbias_nb.data.releases import has_release
+    if has_release("social_counterfactuals"):                                 # exact at the released counts: below the even spread's
+        assert np.allclose(ch.chance[["race_gender", "physical_gender", "physical_race"]], [0.834, 0.822, 0.762], atol=0.005)
+        assert (ch.share_low < ch.chance).all() and (ch.chance < ch.share_high).all()
+        t1 = _table(d, "tab1_released")                                       # Tab. 1 from the released data set, exactly
+        assert len(t1) == 9 and (t1.ours == t1.paper).all() and t1.comparable.all()
+        led = _table(d, "ledger")
+        rows = led[led.item.isin(["Tab. 1", "§3.4 dataset size"]) & (led.evidence == "released outputs")]
+        assert len(rows) == 11 and (rows.status == "reproduced").all()
+        dist = _table(d, "released_p2p_cfg")
+        assert (dist.share_in_range == 1).all() and len(dist) == 6
+        ko = _table(d, "released_kept_sets_by_occupation")
+        assert ko.groupby("segment").sets.sum().to_dict() == {"race_gender": 7936, "physical_gender": 5052, "physical_race": 836}
     ms = _table(d, "max_skew_summary")                                        # every MaxSkew mean: interval and chance level
     assert ms[["ci_low", "ci_high", "chance"]].notna().all().all() and (ms.ci_low <= ms.mean_max_skew + 1e-12).all()
     assert (ms.mean_max_skew <= ms.ci_high + 1e-12).all() and (ms.chance > 0).all()
@@ -266,8 +283,15 @@ def check_social_counterfactuals(d):
     assert ns.paper.to_dict() == {"nsfw_image_removal_min": 0.009, "nsfw_image_removal_max": 0.027}
     assert ns.ours["nsfw_image_removal_min"] == k.nsfw_image_removal.min() and ns.ours["nsfw_image_removal_max"] == k.nsfw_image_removal.max()
     li = _table(d, "lists_paper_vs_released").set_index("quantity")            # released lists (ours) beside the paper's prose
-    assert li.loc["occupations", ["ours", "paper"]].tolist() == [261, 260] and li.loc["physical characteristics", "ours"] == 14
-    assert (li.delta == li.ours - li.paper).all() and li.comparable.all()
+    assert li.loc["occupation entries in the released caption lists", ["ours", "paper"]].tolist() == [261, 260]
+    assert li.loc["physical characteristics in the released caption file", "ours"] == 14
+    assert (li.delta == li.ours - li.paper).all()
+    led = _table(d, "ledger").set_index("quantity")                           # re-classified: the caption file is not the data set
+    assert led.status["physical characteristics in the released caption file"] == "differs"
+    assert led.status["captions from the paper's own list sizes (260 × 4 × (6·2 + 5·2 + 5·6))"] == "reproduced"
+    assert led.status["occupation entries in the released caption lists"] == "differs"
+    both = li.index.intersection(led.index)                                   # the table never contradicts the ledger
+    assert len(both) == 6 and (li.comparable[both].astype(bool) == led.comparable[both].astype(bool)).all()
 
 CHECKS = {n: globals()[f"check_{n}"] for n in NOTEBOOKS}
 
@@ -340,17 +364,20 @@ def _smoke_set_keys(segment):
     sets = counterfactual_sets(caption_sets(segment, occupations=occ, prefixes=["a", "A photo of a"], attributes={"physical": ["young", "old"]}))
     return list(dict.fromkeys(it["set_key"] for it in candidate_items(sets, n_candidates=2)))
 
-def test_social_counterfactuals_user_labels_and_brooks_injection(tmp_path):
+def test_social_counterfactuals_user_labels_and_cross_variant(tmp_path):
     """§3.4's two phases on labels the user provides: the 'paper' rule's τ is fitted to them; a bad file fails naming it.
-    And `self_attention_injection = "brooks"`: every candidate set's self-attention fraction equals its p."""
+    And the option `p2p_variant = "cross"` with a fixed CFG: cross-attention for each set's p, no self-attention."""
     keys = _smoke_set_keys("race_gender")
     f = tmp_path / "labels.csv"
     f.write_text("segment,attribute_type,set_key,human_keep\n" + "".join(
         f"race_gender,{t},{k},{int(i % 2 == 0)}\n" for t in ("race", "gender") for i, k in enumerate(keys)))
     d = run_notebook(NOTEBOOKS["social_counterfactuals"], "smoke", {"detectability_labels_file": str(f), "segments": ["race_gender"],
-                     "self_attention_injection": "brooks"}, out_root=tmp_path / "out", progress=False, html=False)
-    fr = _table(d, "candidate_set_attention_fractions")                     # Brooks-style: self-attention for the same p
-    assert len(fr) == len(keys) and np.allclose(fr.p_self, fr.p) and fr.p.between(0.1, 0.9).all()
+                     "p2p_variant": "cross", "cfg_range": ""}, out_root=tmp_path / "out", progress=False, html=False)
+    fr = _table(d, "candidate_set_attention_fractions")                     # cross-attention for p, fixed guidance
+    assert len(fr) == len(keys) and np.allclose(fr.p_cross, fr.p) and (fr.p_self == 0).all() and fr.p.between(0.1, 0.9).all()
+    assert (fr.guidance_scale == 7.5).all()
+    c = _table(d, "attention_control_check")
+    assert (c.variant == "cross").all() and c.pipeline.str.contains("layout follows").any()
     k = _table(d, "filter_keep_rates")
     paper = k[k.rule == "paper"]
     assert len(paper) == 4 and paper.threshold.iloc[2].startswith("race ")

@@ -78,3 +78,22 @@ def test_attribute_attention_outside_hand_example():
     maps = np.array([[[9., 0], [0, 0]], [[1., 1], [0, 2]]])          # caption 1: attention mass 4
     masks = np.zeros((2, 2, 2), bool); masks[0, 0, 0] = True; masks[1, 1, 1] = True
     assert attribute_attention_outside(maps, masks) == 0.25            # only the 1 at (0, 1) lies outside
+
+def test_brooks_generator_fixes_self_attention_for_the_first_p(pipe):
+    """Brooks et al.'s generator (§3.3's default here): the base caption's self-attention maps in every caption for the first
+    p of the steps (deviation 0 there, > 0 after), cross-attention not injected; a CFG scale per candidate set."""
+    from vlbias_nb.methods.attention_control import counterfactual_set_batch
+    _, c = generate_counterfactual_set(pipe, CAPS, p=0.0, p_self=0.5, seed=0, num_inference_steps=4, self_all=True)
+    dev = np.array(c.self_dev).reshape(4, -1).mean(1)                   # per step (same self-attention layers each step)
+    assert dev[:2].max() < 1e-7 and dev[2:].min() > 1e-7
+    sh = np.array(c.shared_dev).reshape(4, -1).mean(1)
+    assert sh.min() > 1e-6                                              # cross-attention left free
+    sets = [dict(set_index=0, filename="race_gender_doctor", captions=CAPS)]
+    its = candidate_items(sets, n_candidates=3, seed=0, cfg_range=(7.5, 15))
+    assert [(a["p"], a["seed"]) for a in its] == [(a["p"], a["seed"]) for a in candidate_items(sets, 3, seed=0)]
+    assert all(7.5 <= it["guidance_scale"] <= 15 for it in its) and len({it["guidance_scale"] for it in its}) == 3
+    imgs = counterfactual_set_batch(pipe, num_inference_steps=2, variant="brooks")(its[:3])
+    ref, _ = generate_counterfactual_set(pipe, CAPS, p=0.0, p_self=its[0]["p"], seed=its[0]["seed"], num_inference_steps=2,
+                                         guidance_scale=its[0]["guidance_scale"], self_all=True)
+    assert all((np.asarray(x) == np.asarray(y)).all() for x, y in zip(imgs, ref))   # the item's own p and CFG scale
+    with pytest.raises(ValueError, match="cfg_range"): candidate_items(sets, 2, cfg_range=(15, 7.5))

@@ -514,3 +514,16 @@ def test_publish_refused_outside_a_checkout(tmp_path, monkeypatch, capsys):
         err = capsys.readouterr().err
         assert err.startswith("error: --publish writes the site's pages") and "checkout" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "a").exists()                                         # refused before any work
+
+def test_social_counterfactuals_physical_segments_use_the_released_five_traits(tmp_path):
+    "The card's physical segments are the released data set's: 5 traits, K = 10 (× gender) and 30 (× race); a 14-trait value is refused."
+    from vlbias_nb.papers.social_counterfactuals.intersectional_probing import segment_values
+    A1, A2 = segment_values("physical_gender")
+    assert A1 == ["skinny", "young", "obese", "tattooed", "old"] and len(A1) * len(A2) == 10
+    assert len(segment_values("physical_race")[0]) * len(segment_values("physical_race")[1]) == 30
+    import pyarrow as pa, pyarrow.parquet as pq
+    bad = tmp_path / "rel"; (bad / "data").mkdir(parents=True)
+    pq.write_table(pa.table({"image": [{"bytes": b"", "path": None}], "caption": ["A photo of an attractive male pilot"],
+                             "a1_type": ["physical"], "a1": ["attractive"], "a2_type": ["gender"], "a2": ["male"],
+                             "counterfactual_set": ["x"]}), bad / "data" / "train-00000-of-00001-x.parquet")
+    with pytest.raises(ValueError, match="attractive"): C.read_social_counterfactuals_release(bad)

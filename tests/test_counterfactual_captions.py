@@ -3,13 +3,14 @@ import pytest
 from conftest import requires_shared
 from vlbias_nb.paths import shared_path
 from vlbias_nb.papers.social_counterfactuals.counterfactual_captions import (caption_sets, load_released_sets, compare_caption_sets, RELEASED_FILES,
-                                               with_article, caption_counts, counterfactual_sets, paper_counts, SEGMENTS)
+                                               with_article, caption_counts, counterfactual_sets, paper_counts, SEGMENTS,
+                                               CAPTION_FILE_ATTRIBUTES, PHYSICAL_CHARACTERISTICS, CAPTION_FILE_PHYSICAL)
 
 @pytest.mark.parametrize("segment", list(RELEASED_FILES))
 def test_reproduces_released_sets_exactly(segment):
     rel = RELEASED_FILES[segment]
     if not shared_path(rel, required=False).exists(): pytest.skip(f"{rel} absent (set VLBIAS_DATA)")
-    res = compare_caption_sets(caption_sets(segment), load_released_sets(f"shared:{rel}"))
+    res = compare_caption_sets(caption_sets(segment, attributes=CAPTION_FILE_ATTRIBUTES), load_released_sets(f"shared:{rel}"))
     assert res["identical"], res["mismatches"]
     assert res["sets_equal"] == 1044 and res["n_sets_ours"] == 1044
     assert res["captions_equal"] == 1044 * (12 if segment == "race_gender" else 28)
@@ -26,8 +27,11 @@ def test_released_lines_match_records():
 
 def test_articles_and_hand_examples():
     cs = caption_sets("physical_race", occupations=["doctor"], prefixes=["A photo of a"])
-    assert len(cs) == 14 * 6
-    assert cs.caption.iloc[0] == "A photo of an attractive White doctor"
+    assert len(cs) == 5 * 6                                   # the released data set's 5 traits × 6 races (Tab. 1: 30)
+    assert cs.caption.iloc[0] == "A photo of a skinny White doctor"
+    assert cs.caption.iloc[12] == "A photo of an obese White doctor"
+    cf = caption_sets("physical_race", occupations=["doctor"], prefixes=["A photo of a"], attributes=CAPTION_FILE_ATTRIBUTES)
+    assert len(cf) == 14 * 6 and cf.caption.iloc[0] == "A photo of an attractive White doctor"   # the caption file's 14
     assert "A photo of an old Asian doctor" in set(cs.caption)
     assert cs.filename.iloc[0] == "a_photo_of_physical_race_doctor"
     assert with_article("a", "unattractive female nurse") == "an unattractive female nurse"
@@ -55,3 +59,10 @@ def test_every_segment_generates_sets_with_a_smoke_subset(segment, n):
     assert sets[0]["filename"] == f"{segment}_doctor" and sets[1]["filename"] == f"a_photo_of_{segment}_doctor"
     if segment == "physical_race":
         assert sets[1]["captions"][6] == "A photo of an old White doctor"
+
+def test_physical_characteristics_are_the_released_data_sets_five():
+    "The project's physical list is the released data set's 5 traits, a subset of the caption file's 14 in the same order."
+    assert PHYSICAL_CHARACTERISTICS == ["skinny", "young", "obese", "tattooed", "old"]
+    idx = [CAPTION_FILE_PHYSICAL.index(p) for p in PHYSICAL_CHARACTERISTICS]
+    assert idx == sorted(idx) and len(CAPTION_FILE_PHYSICAL) == 14
+    assert caption_counts(260, 4, 6, len(PHYSICAL_CHARACTERISTICS), 2) == dict(n_captions=54_080, n_sets=3_120)

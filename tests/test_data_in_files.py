@@ -124,7 +124,13 @@ ADDED_SINCE = [(("full", "notebooks", "coco_spurious_clusters"), "cluster_captio
                (("full", "notebooks", "prompt_array"), "tab2_models"),                    # Prompt Array: Tab. 2's four CLIP models (issue 22)
                (("full", "notebooks", "prompt_array"), "fig4_models"),                    # Prompt Array: Fig. 4's three CLIP models (issue 22)
                (("full", "notebooks", "prompt_array"), "tab4_model_steps"),               # Prompt Array: Tab. 4's λ = 0 runs' length (issue 36)
-               ((), "rehearsal")]                                                         # the rehearsal profile (issue 23)
+               ((), "rehearsal"),                                                         # the rehearsal profile (issue 23)
+               (("full", "notebooks", "social_counterfactuals"), "p2p_variant"),          # SocialCounterfactuals: Brooks et al.'s generator (issue 31)
+               (("full", "notebooks", "social_counterfactuals"), "cfg_range"),            # SocialCounterfactuals: CFG ~ U(7.5, 15) per set (issue 31)
+               (("full", "notebooks", "tfidf_table1"), "n_random_feature_runs"),          # GenSynth: Tab. 1's random-feature row, 20 runs (issue 31)
+               (("full", "notebooks", "prompt_array"), "keep_best"),                      # Prompt Array: App. F's early stopping only (issue 31)
+               *[(("full", "notebooks", "lic"), k) for k in ("release_runs", "release_epochs", "release_lr", "release_hidden_dim",
+                                                            "release_batch_size", "release_human_captions_per_image")]]   # LIC on the released captions (issue 30)
 
 # Values changed since (a fidelity fix); their old value is put back here before hashing.
 CHANGED_SINCE = [(("full", "notebooks", "gab"), "fid_model", "inception_v3")]              # GAB: the standard FID network (issue 22)

@@ -82,15 +82,15 @@ def test_real_benchmark_loaders_on_tiny_files(tmp_path):
 
 @pytest.mark.parametrize("segment, a1, a2, codes", [
     ("race_gender", ["White", "Asian", "Latino", "Middle Eastern"], ["male", "female", "female", "male"], [0, 7, 11, 8]),
-    ("physical_gender", ["attractive", "young", "old", "fat"], ["male", "female", "female", "male"], [0, 13, 27, 16]),
-    ("physical_race", ["attractive", "young", "old", "tattooed"], ["Black", "Latino", "White", "Asian"], [1, 41, 78, 75]),
+    ("physical_gender", ["skinny", "young", "old", "obese"], ["male", "female", "female", "male"], [0, 3, 9, 4]),
+    ("physical_race", ["skinny", "young", "old", "tattooed"], ["Black", "Latino", "White", "Asian"], [1, 11, 24, 21]),
 ])
 def test_attribute_codes_hand_examples(segment, a1, a2, codes):
     "Code = index(a1)·|A2| + index(a2) in the segment's lists (§4.1), by hand for each segment; K = |A1|·|A2|."
     from vlbias_nb.papers.social_counterfactuals.intersectional_probing import attribute_codes, pair_labels, segment_values
     assert attribute_codes(segment, a1, a2).tolist() == codes
     A1, A2 = segment_values(segment)
-    assert len(pair_labels(segment)) == len(A1) * len(A2) == {"race_gender": 12, "physical_gender": 28, "physical_race": 84}[segment]
+    assert len(pair_labels(segment)) == len(A1) * len(A2) == {"race_gender": 12, "physical_gender": 10, "physical_race": 30}[segment]   # Tab. 1
     assert [pair_labels(segment)[c] for c in codes] == [f"{x} {y}" for x, y in zip(a1, a2)]
 
 @pytest.mark.parametrize("segment", ["race_gender", "physical_gender", "physical_race"])
@@ -252,3 +252,16 @@ def test_detectability_labels_two_phases(tmp_path):
         if text is not None: p.write_text(text)
         with pytest.raises((InputFormatError, MissingDataError), match=msg) as e: load_detectability_labels(p)
         assert name in str(e.value)
+
+def test_exact_chance_of_complete_sets_against_brute_force():
+    "P(largest code count = t) among the top K of m complete sets, exact, against enumerating every K-subset (m=2, K=3)."
+    from itertools import combinations
+    from collections import Counter
+    from vlbias_nb.papers.social_counterfactuals.intersectional_probing import complete_sets_max_skew_pmf, uneven_sets_chance
+    pool = [c for _ in range(2) for c in range(3)]
+    counts = Counter(max(Counter(pool[i] for i in s).values()) for s in combinations(range(6), 3))
+    brute = np.array([counts.get(t, 0) for t in range(4)]) / sum(counts.values())
+    np.testing.assert_allclose(complete_sets_max_skew_pmf(2, 3), brute)
+    # uneven pools: the exact mean is the mean of the occupations' own chance levels (one set: 0)
+    u = uneven_sets_chance([1, 2], 3, n_draws=300)
+    assert u.estimate == pytest.approx(brute @ np.log(np.maximum(np.arange(4), 1)) / 2)

@@ -12,9 +12,10 @@ import torch.nn.functional as F
 from PIL import Image
 
 # %% auto #0
-__all__ = ['token_alignment', 'set_alignment', 'CrossAttentionControl', 'ControlledAttnProcessor', 'generate_counterfactual_set',
-           'attribute_masks', 'outside_attribute_difference', 'attribute_attention_outside', 'control_check',
-           'shared_token_state_change', 'sharpened_cross_attention', 'candidate_items', 'counterfactual_set_batch']
+__all__ = ['P2P_VARIANTS', 'token_alignment', 'set_alignment', 'CrossAttentionControl', 'ControlledAttnProcessor',
+           'generate_counterfactual_set', 'attribute_masks', 'outside_attribute_difference',
+           'attribute_attention_outside', 'control_check', 'shared_token_state_change', 'sharpened_cross_attention',
+           'candidate_items', 'counterfactual_set_batch']
 
 # %% ../../nbs/methods/06_attention_control.ipynb #c5263786
 def token_alignment(base_ids: Sequence[int], ids: Sequence[int], length: int = 77) -> tuple[np.ndarray, np.ndarray]:
@@ -45,14 +46,18 @@ def set_alignment(tokenizer, prompts: Sequence[str]) -> tuple[torch.Tensor, torc
 
 # %% ../../nbs/methods/06_attention_control.ipynb #47b31b38
 class CrossAttentionControl:
-    "Prompt-to-Prompt refinement controller over a batch of N captions (SocialCounterfactuals §3.3; Hertz et al. 2022)."
+    """Prompt-to-Prompt controller over a batch of N captions (SocialCounterfactuals §3.3): Hertz et al.'s cross-attention
+    refinement for the first fraction `p` of the steps, and the base caption's self-attention maps for the first `p_self`
+    — in the conditional half at layers of at most `self_max_pixels` queries (Prompt-to-Prompt's own replacement), or,
+    with `self_all=True`, in both halves of the guidance batch at every layer (Brooks et al.'s generator)."""
     def __init__(self, mappers, alphas, attribute_positions, n_steps: int, p: float, p_self: float = 0.0,
-                 self_max_pixels: int = 32 ** 2, record: bool = True):
+                 self_max_pixels: int = 32 ** 2, record: bool = True, self_all: bool = False):
         if not 0 <= p <= 1 or not 0 <= p_self <= 1: raise ValueError(f"p={p} and p_self={p_self} must lie in [0, 1]")
         self.mappers, self.alphas, self.n = mappers, alphas, mappers.shape[0]
         self.attr = attribute_positions
         self.n_steps, self.p, self.p_self, self.self_max_pixels, self.record = n_steps, p, p_self, self_max_pixels, record
-        self.step, self.maps, self.shared_dev = 0, {}, []
+        self.self_all = self_all
+        self.step, self.maps, self.shared_dev, self.self_dev = 0, {}, [], []
     def _cross_active(self): return self.step < self.p * self.n_steps
     def _self_active(self): return self.step < self.p_self * self.n_steps
     def __call__(self, probs: torch.Tensor, is_cross: bool, heads: int) -> torch.Tensor:
@@ -68,9 +73,15 @@ class CrossAttentionControl:
                 new = base * a[:, None, None, :] + cond * (1 - a[:, None, None, :])
                 pr = torch.cat([pr[:-1], new[None]]) if B > self.n else new[None]
             if self.record: self._record(pr[-1])
-        elif self._self_active() and self.n > 1 and probs.shape[1] <= self.self_max_pixels:
-            new = cond[:1].expand_as(cond)
-            pr = torch.cat([pr[:-1], new[None]]) if B > self.n else new[None]
+            return pr.reshape(probs.shape)
+        small = probs.shape[1] <= self.self_max_pixels
+        if self._self_active() and self.n > 1 and (self.self_all or small):
+            if self.self_all: pr = pr[:, :1].expand_as(pr)          # every half takes its own base caption's maps
+            else:
+                new = cond[:1].expand_as(cond)
+                pr = torch.cat([pr[:-1], new[None]]) if B > self.n else new[None]
+        if self.record and small and self.n > 1:
+            with torch.no_grad(): self.self_dev.append(float(torch.stack([(pr[-1][i] - pr[-1][0]).abs().mean() for i in range(1, self.n)]).mean()))
         return pr.reshape(probs.shape)
     def _record(self, cond):
         q = cond.shape[2]
@@ -122,13 +133,15 @@ class ControlledAttnProcessor:
 # %% ../../nbs/methods/06_attention_control.ipynb #09a711ba
 def generate_counterfactual_set(pipe, prompts: Sequence[str], p: float, seed: int, num_inference_steps: int = 50,
                                 guidance_scale: float = 7.5, height: int | None = None, width: int | None = None,
-                                p_self: float = 0.0, record: bool = True) -> tuple[list[Image.Image], CrossAttentionControl]:
-    """Images of a whole counterfactual set with cross-attention control for the first fraction `p` of the steps
-    (SocialCounterfactuals §3.3); returns `(images, controller)`. `p=0` is plain generation from the shared latent."""
+                                p_self: float = 0.0, record: bool = True, self_all: bool = False) -> tuple[list[Image.Image], CrossAttentionControl]:
+    """Images of a whole counterfactual set with cross-attention control for the first fraction `p` of the steps and the
+    base caption's self-attention maps for the first `p_self` (`self_all`: both guidance halves, every layer, as Brooks et
+    al.'s generator) (SocialCounterfactuals §3.3); returns `(images, controller)`. `p = p_self = 0` is plain generation
+    from the shared latent."""
     prompts = list(prompts)
     if not prompts: raise ValueError("prompts must not be empty")
     mappers, alphas, attr = set_alignment(pipe.tokenizer, prompts)
-    ctrl = CrossAttentionControl(mappers, alphas, attr, num_inference_steps, p, p_self, record=record)
+    ctrl = CrossAttentionControl(mappers, alphas, attr, num_inference_steps, p, p_self, record=record, self_all=self_all)
     vsf = pipe.vae_scale_factor
     height = height or pipe.unet.config.sample_size * vsf; width = width or pipe.unet.config.sample_size * vsf
     g = torch.Generator("cpu").manual_seed(int(seed))
@@ -171,17 +184,21 @@ def attribute_attention_outside(maps: np.ndarray, masks: np.ndarray) -> float:
 
 # %% ../../nbs/methods/06_attention_control.ipynb #bf23a601
 def control_check(pipe, prompts: Sequence[str], seed: int = 0, p: float = 0.9, num_inference_steps: int = 10,
-                  quantile: float = 0.75, p_self: float = 0.0, return_images: bool = False, **kw) -> dict:
+                  quantile: float = 0.75, p_self: float = 0.0, return_images: bool = False, self_all: bool = False, **kw) -> dict:
     """Outside-attribute difference of a set's images from its base image with control (fraction `p` of the steps for
     cross-attention, `p_self` for self-attention) and without (`p = p_self = 0`), same latent; masks from both runs'
-    attribute attention. `return_images` adds `images_with`, `images_without` and `masks`."""
-    im_c, c_c = generate_counterfactual_set(pipe, prompts, p, seed, num_inference_steps, p_self=p_self, **kw)
+    attribute attention. `self_attention_dev_*`: the mean deviation of the captions' self-attention maps from the base's
+    (layers of at most 32² queries; 0 under Brooks et al.'s control). `return_images` adds `images_with`, `images_without`
+    and `masks`."""
+    im_c, c_c = generate_counterfactual_set(pipe, prompts, p, seed, num_inference_steps, p_self=p_self, self_all=self_all, **kw)
     im_n, c_n = generate_counterfactual_set(pipe, prompts, 0.0, seed, num_inference_steps, p_self=0.0, **kw)
     size = im_c[0].size[::-1]
     maps_c = c_c.attribute_maps(size)
     masks = attribute_masks(maps_c, quantile) | attribute_masks(c_n.attribute_maps(size), quantile)
     with_c, without = outside_attribute_difference(im_c, masks), outside_attribute_difference(im_n, masks)
     return dict(shared_attention_dev_with=float(np.mean(c_c.shared_dev)), shared_attention_dev_without=float(np.mean(c_n.shared_dev)),
+                self_attention_dev_with=float(np.mean(c_c.self_dev)) if c_c.self_dev else np.nan,
+                self_attention_dev_without=float(np.mean(c_n.self_dev)) if c_n.self_dev else np.nan,
                 attribute_attention_outside=attribute_attention_outside(maps_c, masks),
                 diff_with_control=float(np.nanmean(with_c)), diff_without_control=float(np.nanmean(without)),
                 ratio=float(np.nanmean(with_c) / np.nanmean(without)), per_image_with=with_c, per_image_without=without,
@@ -225,26 +242,41 @@ def sharpened_cross_attention(pipe, qk_scale: float = 64.0, out_scale: float = 8
 
 # %% ../../nbs/methods/06_attention_control.ipynb #0388ad70
 def candidate_items(sets: Sequence[dict], n_candidates: int = 100, seed: int = 0,
-                    p_range: tuple[float, float] = (0.1, 0.9)) -> list[dict]:
+                    p_range: tuple[float, float] = (0.1, 0.9),
+                    cfg_range: tuple[float, float] | None = None) -> list[dict]:
     """One item per image of every candidate set (SocialCounterfactuals §3.3): `key, seed, prompt, set_key, set_index,
-    candidate, position, n_in_set, p` — `sets` as from `counterfactual_sets`."""
+    candidate, position, n_in_set, p` — `sets` as from `counterfactual_sets`. With `cfg_range` each candidate also draws
+    its guidance scale `guidance_scale` ~ U(cfg_range) (Brooks et al.'s generator: U(7.5, 15); the released metadata
+    records it per set), after `p` and the latent seed, which stay as without it."""
     lo, hi = p_range
     if not 0 <= lo <= hi <= 1: raise ValueError(f"p_range {p_range} must satisfy 0 <= lo <= hi <= 1")
+    if cfg_range is not None and not 0 <= cfg_range[0] <= cfg_range[1]: raise ValueError(f"cfg_range {cfg_range} must satisfy 0 <= lo <= hi")
     if n_candidates < 1: raise ValueError("n_candidates must be >= 1")
     items = []
     for s in sets:
         for c in range(n_candidates):
             rng = np.random.default_rng([seed, s["set_index"], c])
             p, latent_seed = float(rng.uniform(lo, hi)), int(rng.integers(2 ** 31))
+            cfg = {} if cfg_range is None else dict(guidance_scale=float(rng.uniform(*cfg_range)))
             set_key = f"s{s['set_index']:05d}_{s['filename']}_c{c:03d}"
             for pos, cap in enumerate(s["captions"]):
                 items.append(dict(key=f"{set_key}_{pos:02d}", seed=latent_seed, prompt=cap, set_key=set_key,
-                                  set_index=s["set_index"], candidate=c, position=pos, n_in_set=len(s["captions"]), p=p))
+                                  set_index=s["set_index"], candidate=c, position=pos, n_in_set=len(s["captions"]), p=p, **cfg))
     return items
 
+P2P_VARIANTS = {"brooks": "Brooks et al.'s generator (InstructPix2Pix), which §3.3 extends to sets: the base caption's "
+                          "self-attention maps fixed for the first p of the steps, in both guidance halves, every layer; "
+                          "no cross-attention injection",
+                "cross": "Hertz et al.'s cross-attention refinement for the first p of the steps (shared tokens' maps "
+                         "from the base caption), optionally with self-attention maps for p_self"}
+
 def counterfactual_set_batch(pipe, num_inference_steps: int = 50, guidance_scale: float = 7.5,
-                             height: int | None = None, width: int | None = None, p_self: float = 0.0):
-    "A `generate_batch` for `run_generation` that generates whole candidate sets with cross-attention control."
+                             height: int | None = None, width: int | None = None, p_self: float = 0.0,
+                             variant: str = "cross"):
+    """A `generate_batch` for `run_generation` that generates whole candidate sets with attention control: `variant`
+    "cross" (cross-attention for each set's `p`, self-attention for `p_self`) or "brooks" (self-attention maps for each
+    set's `p`, `P2P_VARIANTS`). An item's own `guidance_scale` (from `candidate_items(cfg_range=...)`) overrides the default."""
+    if variant not in P2P_VARIANTS: raise ValueError(f"variant must be one of {list(P2P_VARIANTS)}, got {variant!r}")
     def generate(batch):
         out = [None] * len(batch)
         groups = {}
@@ -253,8 +285,10 @@ def counterfactual_set_batch(pipe, num_inference_steps: int = 50, guidance_scale
             its = sorted((batch[i] for i in idx), key=lambda it: it["position"])
             if [it["position"] for it in its] != list(range(its[0]["n_in_set"])):
                 raise ValueError(f"batch holds part of set {key}; use batch_size = set size with items in set order")
-            imgs, _ = generate_counterfactual_set(pipe, [it["prompt"] for it in its], its[0]["p"], its[0]["seed"],
-                                                  num_inference_steps, guidance_scale, height, width, p_self, record=False)
+            p, cfg = its[0]["p"], its[0].get("guidance_scale", guidance_scale)
+            pc, ps = (0.0, p) if variant == "brooks" else (p, p_self)
+            imgs, _ = generate_counterfactual_set(pipe, [it["prompt"] for it in its], pc, its[0]["seed"], num_inference_steps,
+                                                  cfg, height, width, ps, record=False, self_all=variant == "brooks")
             for it, im in zip(its, imgs): out[batch.index(it)] = im
         return out
     return generate

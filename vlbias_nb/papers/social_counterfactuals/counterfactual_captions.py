@@ -14,14 +14,15 @@ from ...resources import read_word_list
 from ...text import GENDERS
 
 # %% auto #0
-__all__ = ['RACES', 'PHYSICAL_CHARACTERISTICS', 'PREFIXES', 'OCCUPATIONS_LOWER_120', 'OCCUPATIONS_TITLE_100',
-           'OCCUPATIONS_LOWER_41', 'ATTRIBUTES', 'SEGMENTS', 'RELEASED_FILES', 'segment_spec', 'with_article',
-           'set_filename', 'caption_sets', 'caption_counts', 'paper_counts', 'load_released_sets',
-           'compare_caption_sets', 'counterfactual_sets']
+__all__ = ['RACES', 'PHYSICAL_CHARACTERISTICS', 'CAPTION_FILE_PHYSICAL', 'PREFIXES', 'OCCUPATIONS_LOWER_120',
+           'OCCUPATIONS_TITLE_100', 'OCCUPATIONS_LOWER_41', 'ATTRIBUTES', 'CAPTION_FILE_ATTRIBUTES', 'SEGMENTS',
+           'RELEASED_FILES', 'segment_spec', 'with_article', 'set_filename', 'caption_sets', 'caption_counts',
+           'paper_counts', 'load_released_sets', 'compare_caption_sets', 'counterfactual_sets']
 
 # %% ../../../nbs/papers/social_counterfactuals/00_counterfactual_captions.ipynb #b3933629
 RACES = read_word_list("social_counterfactuals/races.txt")  # §3.1 (FairFace's six), released order
-PHYSICAL_CHARACTERISTICS = read_word_list("social_counterfactuals/physical_characteristics.txt")  # released file (14 traits)
+PHYSICAL_CHARACTERISTICS = read_word_list("social_counterfactuals/physical_characteristics.txt")  # the released data set's 5 (§3.2)
+CAPTION_FILE_PHYSICAL = read_word_list("social_counterfactuals/physical_characteristics_caption_file.txt")  # the released caption file's 14
 PREFIXES = read_word_list("social_counterfactuals/prefixes.txt")  # released files; the last word is the article
 
 # %% ../../../nbs/papers/social_counterfactuals/00_counterfactual_captions.ipynb #3104a6a2
@@ -31,6 +32,7 @@ OCCUPATIONS_LOWER_41 = read_word_list("social_counterfactuals/occupations_lower_
 
 # %% ../../../nbs/papers/social_counterfactuals/00_counterfactual_captions.ipynb #a109a062
 ATTRIBUTES = {"race": RACES, "gender": GENDERS, "physical": PHYSICAL_CHARACTERISTICS}
+CAPTION_FILE_ATTRIBUTES = {"physical": CAPTION_FILE_PHYSICAL}   # `attributes` that rebuild the released caption files (14 traits)
 SEGMENTS = {  # segment -> (first attribute type, second attribute type, occupations in released order)
     "race_gender": ("race", "gender", OCCUPATIONS_LOWER_120 + OCCUPATIONS_TITLE_100 + OCCUPATIONS_LOWER_41),
     "physical_gender": ("physical", "gender", OCCUPATIONS_LOWER_41 + OCCUPATIONS_LOWER_120 + OCCUPATIONS_TITLE_100),

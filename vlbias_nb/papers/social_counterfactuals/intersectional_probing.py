@@ -9,11 +9,11 @@ import numpy as np
 import pandas as pd
 import torch
 from ...metrics import (max_skew_at_k, skew_at_k, attribute_counts_at_k, encode_attributes, intersect_attributes, UNDEFINED,
-                               random_ranking_level, bootstrap_ci)
+                               random_ranking_level, bootstrap_ci, CI)
 from .counterfactual_captions import with_article, segment_spec, ATTRIBUTES
 from ...paths import MissingDataError, InputFormatError
 from ...report import paper_values, compare_with_paper
-from ...seeds import numpy_rng, seeded_init
+from ...seeds import numpy_rng, seeded_init, derive_seed
 
 # %% auto #0
 __all__ = ['NSFW_MODEL', 'DETECTABILITY_LABEL_COLUMNS', 'NSFW_RANGE', 'KEEP_METRICS', 'VISOGENDER_HELP', 'VISOGENDER_FILES',
@@ -25,10 +25,11 @@ __all__ = ['NSFW_MODEL', 'DETECTABILITY_LABEL_COLUMNS', 'NSFW_RANGE', 'KEEP_METR
            'threshold_for_keep_fraction', 'calibrated_clip_threshold', 'calibrated_detectability_thresholds',
            'segment_values', 'attribute_codes', 'pair_labels', 'neutral_prompts', 'averaged_text_embeddings',
            'pooled_codes', 'intersectional_max_skew', 'retrieval_proportions', 'marginal_max_skew',
-           'marginal_max_skew_by_value', 'max_skew_chance', 'paper_chance_levels', 'planted_probe_embeddings',
-           'occupation_key', 'split_occupations', 'distinct_occupations', 'finetune_contrastive',
-           'PlantedBagOfWordsVLM', 'planted_debiasing_data', 'withheld_max_skew', 'load_visogender', 'load_pata',
-           'marginal_benchmark_max_skew', 'real_benchmark_path']
+           'marginal_max_skew_by_value', 'max_skew_chance', 'complete_sets_max_skew_pmf', 'uneven_sets_chance',
+           'paper_chance_levels', 'kept_sets_chance_levels', 'planted_probe_embeddings', 'occupation_key',
+           'split_occupations', 'distinct_occupations', 'finetune_contrastive', 'PlantedBagOfWordsVLM',
+           'planted_debiasing_data', 'withheld_max_skew', 'load_visogender', 'load_pata', 'marginal_benchmark_max_skew',
+           'real_benchmark_path']
 
 # %% ../../../nbs/papers/social_counterfactuals/01_intersectional_probing.ipynb #f1565fb8
 def clip_similarity_keep(text_image_cos, image_image_cos, threshold: float = 0.2) -> np.ndarray:
@@ -319,24 +320,95 @@ def max_skew_chance(pool_codes: Sequence, # one array of attribute codes (0..n_v
     attrs = np.concatenate([np.c_[np.full(len(c), i), c] for i, c in enumerate(pools)])
     return random_ranking_level(_mean_pool_max_skew, attrs, n_draws=n_draws, seed=seed, k=k or n_values, n_values=n_values)
 
+# %% ../../../nbs/papers/social_counterfactuals/01_intersectional_probing.ipynb #ch000002
+from math import comb
+
+def complete_sets_max_skew_pmf(m: int, # complete counterfactual sets in the pool (each holds every code once)
+                               K: int, # codes per set, also the K of MaxSkew@K (|A1|·|A2|)
+                              ) -> np.ndarray:
+    """Exact distribution of the largest code count among the top K of a uniformly random ranking of `m` complete sets:
+    `p[t]` = P(max count = t), t = 0..K; MaxSkew@K = ln t (§4.1 with p_d = 1/K)."""
+    if m < 1 or K < 1: raise ValueError(f"need m >= 1 complete sets and K >= 1 codes, got m={m}, K={K}")
+    total, cdf = comb(m * K, K), []
+    for t in range(K + 1):
+        poly = [1]
+        base = [comb(m, j) for j in range(min(t, m) + 1)]
+        for _ in range(K):                                   # (sum_j C(m, j) x^j)^K, truncated at degree K
+            new = [0] * min(len(poly) + len(base) - 1, K + 1)
+            for a, pa in enumerate(poly):
+                if pa:
+                    for b, pb in enumerate(base[:K + 1 - a]): new[a + b] += pa * pb
+            poly = new
+        cdf.append((poly[K] if len(poly) > K else 0) / total)
+    return np.diff(np.array(cdf), prepend=0.0)
+
+def uneven_sets_chance(sets_per_occupation, # kept sets of each occupation (its pool: that many complete sets)
+                       K: int, # codes per set (|A1|·|A2|)
+                       share: float = 1.0, # the mean is over a random `share` of the occupations (Tab. 2: 0.2, the withheld)
+                       n_draws: int = 4000, # draws of the mean for its central 95 % range
+                       seed: int = 0, # seeds the draws
+                      ) -> CI:
+    """Chance level of the mean MaxSkew@K over occupations whose pools are their kept complete sets: the exact mean, and
+    the central 95 % range of the mean over a random `share` of them (each occupation's value drawn from its exact law)."""
+    m = np.asarray(sets_per_occupation, int)
+    m = m[m > 0]
+    if not len(m): raise ValueError("no occupation with a kept set")
+    logs = np.log(np.maximum(np.arange(K + 1), 1))
+    laws = {int(v): complete_sets_max_skew_pmf(int(v), K) for v in np.unique(m)}
+    means = np.array([laws[int(v)] @ logs for v in m])
+    rng = numpy_rng(seed, "uneven chance")
+    n_sub = max(1, int(round(share * len(m))))
+    cdf = np.cumsum(np.stack([laws[int(v)] for v in m]), 1)                 # (occupations, K + 1)
+    draws = []
+    for start in range(0, n_draws, 256):                                    # inverse-CDF draws, in chunks
+        nd = min(256, n_draws - start)
+        pick = np.argsort(rng.random((nd, len(m))), 1)[:, :n_sub]          # a random `share` of the occupations
+        t = (rng.random((nd, n_sub, 1)) > cdf[pick]).sum(-1)               # each one's largest count, from its exact law
+        draws.append(logs[np.minimum(t, K)].mean(1))
+    draws = np.concatenate(draws)
+    lo, hi = np.quantile(draws, [0.025, 0.975])
+    return CI(float(means.mean()), float(lo), float(hi))
+
 # %% ../../../nbs/papers/social_counterfactuals/01_intersectional_probing.ipynb #b2e8a25c
-def paper_chance_levels(n_draws: int = 2000, # random rankings per pool size
-                        seed: int = 0, # seeds them
+def paper_chance_levels(n_draws: int = 2000, # unused: the law is exact (kept for callers)
+                        seed: int = 0, # unused: the law is exact (kept for callers)
                        ) -> pd.DataFrame:
     """MaxSkew@K (K = |A1|·|A2|) of a uniformly random ranking of one occupation's kept sets at the paper's sizes, per
     segment: Tab. 1's kept sets over the paper's 260 occupations (`sets_per_occupation`, fractional), each a complete set
     of K images. `chance_floor` / `chance_ceil`: with the two neighbouring whole numbers of sets; `chance`: their mix
-    weighted like the fraction (the mean over occupations whose counts are those two numbers)."""
+    weighted like the fraction (the mean over occupations whose counts are those two numbers); exact
+    (`complete_sets_max_skew_pmf`); `chance_low/high`: the central 95 % of one occupation's MaxSkew@K."""
     from vlbias_nb.papers.social_counterfactuals.counterfactual_captions import paper_counts
     n_occ, rows = paper_counts()["n_occupations"], []
+    v_of = lambda K: np.log(np.maximum(np.arange(K + 1), 1))
     for r in paper_tab1().itertuples():
         K, per = int(r.images_per_set), r.sets_kept / n_occ
         lo, hi = int(np.floor(per)), int(np.ceil(per))
-        lv = {m: max_skew_chance([np.tile(np.arange(K), m)], K, n_draws=n_draws, seed=seed) for m in {lo, hi}}
+        law = {m: complete_sets_max_skew_pmf(m, K) for m in {lo, hi}}           # exact (above), no sampling
+        mean = {m: float(p @ v_of(K)) for m, p in law.items()}
+        q = {m: v_of(K)[np.searchsorted(np.cumsum(p), [0.025, 0.975])] for m, p in law.items()}
         w = per - lo
-        rows.append(dict(segment=r.segment, K=K, sets_per_occupation=per, chance_floor=lv[lo].estimate, chance_ceil=lv[hi].estimate,
-                         chance=(1 - w) * lv[lo].estimate + w * lv[hi].estimate, chance_low=min(v.low for v in lv.values()),
-                         chance_high=max(v.high for v in lv.values())))
+        rows.append(dict(segment=r.segment, K=K, sets_per_occupation=per, chance_floor=mean[lo], chance_ceil=mean[hi],
+                         chance=(1 - w) * mean[lo] + w * mean[hi], chance_low=float(min(v[0] for v in q.values())),
+                         chance_high=float(max(v[1] for v in q.values()))))
+    return pd.DataFrame(rows)
+
+# %% ../../../nbs/papers/social_counterfactuals/01_intersectional_probing.ipynb #ch000004
+def kept_sets_chance_levels(kept: pd.DataFrame, # `segment, occupation, sets`: kept complete sets of each occupation (e.g. the released data set's)
+                            share: float = 0.2, # Tab. 2's mean is over a random 20 % of the occupations (the withheld)
+                            n_draws: int = 4000, # draws for the ranges
+                            seed: int = 0, # seeds them
+                           ) -> pd.DataFrame:
+    """Chance level of the mean MaxSkew@K (K = |A1|·|A2|, from Tab. 1) per segment at the given uneven kept sets per
+    occupation: `chance` (exact), `chance_low/high` (mean over every occupation), `share_low/high` (over a random `share`)."""
+    k_of = paper_tab1().set_index("segment").images_per_set
+    rows = []
+    for seg, g in kept.groupby("segment", sort=False):
+        K = int(k_of[seg]); m = g.sets.to_numpy()
+        a = uneven_sets_chance(m, K, 1.0, n_draws, derive_seed(seed, "uneven chance", seg))
+        b = uneven_sets_chance(m, K, share, n_draws, derive_seed(seed, "uneven chance share", seg))
+        rows.append(dict(segment=seg, K=K, occupations=int((m > 0).sum()), sets=int(m.sum()), chance=a.estimate,
+                         chance_low=a.low, chance_high=a.high, share=share, share_low=b.low, share_high=b.high))
     return pd.DataFrame(rows)
 
 # %% ../../../nbs/papers/social_counterfactuals/01_intersectional_probing.ipynb #3bfa2ae8
