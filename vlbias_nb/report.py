@@ -522,7 +522,7 @@ def published_ledgers(figures=None) -> pd.DataFrame:
         for c in LEDGER_COLUMNS:
             if c not in t.columns and c not in LEDGER_DEFAULTS: raise ValueError(f"{f}: missing ledger column {c!r}")
         t = t.assign(**{c: v for c, v in LEDGER_DEFAULTS.items() if c not in t.columns})
-        for c in LEDGER_DEFAULTS: t[c] = t[c].fillna("")
+        for c in LEDGER_DEFAULTS: t[c] = t[c].astype(object).fillna("")   # an all-empty column reads as float
         rec = {}
         if (f.parent / "run.json").exists(): rec = json.loads((f.parent / "run.json").read_text())
         commit = rec.get("git_commit") or ""
