@@ -47,6 +47,9 @@ def test_a_damaged_safetensors_in_a_transformers_folder(tmp_path):
 def test_an_empty_manifest_is_reported_before_anything_is_generated(tmp_path):
     "Case 4: a zero-byte manifest.sqlite is not taken for an empty one (which would make every image again)."
     (tmp_path / "manifest.sqlite").write_bytes(b"")
+    GenerationManifest(tmp_path / "manifest.sqlite")                         # no images yet: a manifest being created
+    (tmp_path / "manifest.sqlite").write_bytes(b"")
+    (tmp_path / "images").mkdir(); (tmp_path / "images" / "a.png").write_bytes(b"png")   # images made, their record lost
     with pytest.raises(CorruptManifestError, match="is empty \\(0 bytes\\).*Move it aside"):
         GenerationManifest(tmp_path / "manifest.sqlite")
     assert (tmp_path / "manifest.sqlite").stat().st_size == 0                # nothing written over it

@@ -55,7 +55,8 @@ class GenerationManifest:
     COLS = ["key", "shard", "seed", "params", "inputs", "output", "sha256", "black", "size"]
     def __init__(self, path, timeout: float = 600):
         self.path, self.timeout = Path(path), timeout; self.path.parent.mkdir(parents=True, exist_ok=True)
-        if self.path.is_file() and self.path.stat().st_size == 0:   # SQLite would take it for an empty manifest: all made again
+        if (self.path.is_file() and self.path.stat().st_size == 0           # SQLite would take it for an empty manifest: all made
+                and any(f.is_file() for f in (self.path.parent / "images").glob("*"))):   # again (a new one, being created, is fine)
             raise CorruptManifestError(f"Generation manifest {self.path} is empty (0 bytes): the record of what was generated "
                                        f"is lost. Move it aside (mv {self.path} {self.path}.damaged) and run again: every "
                                        f"image of this folder is then made again.")

@@ -15,7 +15,7 @@ import torch
 from PIL import Image
 from tqdm.auto import tqdm
 from ..paths import MissingDataError, project_root
-from .registry import HF_MODEL_CLASSES, TINY_HF_FAMILIES, MODEL_REGISTRY, MissingWeightsError, ModelSpec, damaged_weights_error, _unknown, resolve_model
+from .registry import HF_MODEL_CLASSES, TINY_HF_FAMILIES, MODEL_REGISTRY, MissingWeightsError, ModelSpec, damaged_weights_error, is_weights_load_error, _unknown, resolve_model
 from .weights import ALLOW_DOWNLOAD_ENV, _oc_base_arch, downloads_allowed, ensure_weights, hf_local_folder, locate_weights, missing_weights_message, open_clip_weight_sources
 from .vlm import HFModel, OpenClipModel, TINY_CLIP_ARCH, VisionLanguageModel, _DropRandomInitWarning, _load_open_clip, register_tiny_clip_config, seeded, weights_fingerprint
 from .debiased import DebiasedView, RELEASED_DEBIAS_TOKENS, attach_debias_tokens, attach_released_tokens, parse_debias_name
@@ -99,7 +99,7 @@ def _load_hf(spec: ModelSpec, weights: str | None, device, dtype, cache_dir=None
     kw = dict(local_files_only=local, cache_dir=cache_dir)
     try: model = cls.from_pretrained(src, **kw)
     except Exception as e:                    # weights here but unreadable (a damaged model.safetensors): one message
-        if not local or isinstance(e, (MissingDataError, KeyboardInterrupt, MemoryError)): raise
+        if not local or not is_weights_load_error(e): raise
         raise damaged_weights_error(spec.name, weights, e) from None
     tok = transformers.AutoTokenizer.from_pretrained(src, **kw)
     ip = transformers.AutoImageProcessor.from_pretrained(src, **kw)

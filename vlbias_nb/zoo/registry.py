@@ -19,8 +19,8 @@ from ..paths import MissingDataError, project_root
 # %% auto #0
 __all__ = ['FAMILIES', 'HF_MODEL_CLASSES', 'HF_MODEL_TYPES', 'TINY_HF_FAMILIES', 'HF_UNSUPPORTED_TYPES', 'ALIP_URL',
            'MODEL_REGISTRY', 'MODEL_KINDS', 'OTHER_MODELS', 'OPENAI_CLIP_ALIASES', 'UnknownModelError',
-           'MissingWeightsError', 'DamagedWeightsError', 'damaged_weights_error', 'ModelSpec', 'list_models',
-           'hf_family', 'resolve_model']
+           'MissingWeightsError', 'DamagedWeightsError', 'is_weights_load_error', 'damaged_weights_error', 'ModelSpec',
+           'list_models', 'hf_family', 'resolve_model']
 
 # %% ../../nbs/zoo/00_registry.ipynb #ba131118
 class UnknownModelError(ValueError):
@@ -33,6 +33,14 @@ class DamagedWeightsError(MissingWeightsError):
     """A weight file that is here but cannot be read (empty, truncated, not a checkpoint, a pickle torch will not load
     safely, or weights of another architecture); the message names the file and what to do. A kind of missing weights:
     every entry point that refuses missing weights (exit 2) refuses these the same way."""
+
+def is_weights_load_error(exc: BaseException) -> bool:
+    "Whether `exc` is what torch / safetensors / transformers raise for a weight file they cannot read (not any error)."
+    kind, msg = type(exc).__name__, str(exc)
+    if kind in ("EOFError", "UnpicklingError", "SafetensorError", "HeaderTooLarge", "HeaderTooSmall", "BadZipFile"): return True
+    markers = ("size mismatch", "Missing key", "Unexpected key", "Error(s) in loading", "PytorchStreamReader", "zip archive",
+               "Invalid magic", "invalid load key", "safetensors", "Unsupported operand", "weights_only")
+    return isinstance(exc, (RuntimeError, OSError, ValueError)) and any(m in msg for m in markers)
 
 def damaged_weights_error(model: str, path, exc: BaseException) -> DamagedWeightsError:
     "The one message for a weight file `path` of `model` that failed to load with `exc`."

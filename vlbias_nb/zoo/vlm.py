@@ -17,7 +17,7 @@ from PIL import Image
 from tqdm.auto import tqdm
 from ..paths import MissingDataError, project_root
 from ..seeds import seeded_init
-from .registry import ModelSpec, damaged_weights_error
+from .registry import ModelSpec, damaged_weights_error, is_weights_load_error
 from .weights import _WEIGHT_EXTS, _oc_base_arch, open_clip_weight_sources
 
 # %% auto #0
@@ -267,7 +267,7 @@ def _load_open_clip(spec: ModelSpec, weights: str | None, device, dtype, seed: i
                                          cache_dir=cache_dir, **kw)
     except Exception as e:                    # a local weight file that is here but unreadable: one message naming it
         local = weights not in (None, "random") and Path(str(weights).removeprefix("local-dir:")).exists()
-        if not local or isinstance(e, (MissingDataError, KeyboardInterrupt, MemoryError)): raise
+        if not local or not is_weights_load_error(e): raise
         raise damaged_weights_error(spec.name, weights, e) from None
     finally: root.removeFilter(quiet)
     return OpenClipModel(spec, model, open_clip.get_tokenizer(arch), transform, device=device, dtype=dtype,
