@@ -55,7 +55,7 @@ def check_tfidf_table1(d):
         assert np.allclose(tf.delta, tf.ours - tf.paper)
         rf = _table(d, "random_feature_model")                                      # Tab. 1's random row: the authors' model, run to run
         assert len(rf) == 8 and (rf.runs >= 2).all() and (rf.interval_low < rf.ours).all() and (rf.ours < rf.interval_high).all()
-        assert (rf.paper_inside == ((rf.interval_low <= rf.paper) & (rf.paper <= rf.interval_high))).all()
+        assert (rf.inside_interval == ((rf.interval_low <= rf.paper) & (rf.paper <= rf.interval_high))).all()
         lc = _table(d, "coco_val_label_counts").set_index("label")                  # the labels behind it, beside §3.2's
         assert lc.paper.to_dict() == {"male": 1275, "female": 539, "undefined": 3186} and lc.ours.sum() == lc.authors_script_tokenisation.sum() == 5000
     t = _table(d, "planted_known_answers")
@@ -101,7 +101,7 @@ def check_lic(d):
     assert (lic_d.status != "reproduced").all() and lic_d.departs.fillna("").ne("").all()   # 30.8 vs 39.1 on other data (issue #31)
     assert led[led.quantity.str.contains("faithful \\(synthetic\\) captioner's LIC", regex=True)].status.isin(["validated", "needs full profile"]).all()
     if (d / "tables" / "released_counts.csv").exists():                             # the LIC authors' released captions (issue #30)
-        c5 = _table(d, "released_counts").set_index(["attribute", "quantity"]).images
+        c5 = _table(d, "released_counts").set_index(["attribute", "quantity"]).ours
         assert (c5["gender", "labelled images"], c5["gender", "male"], c5["gender", "female"], c5["skin", "labelled images"]) == (10780, 7466, 3314, 10969)
         assert (c5["gender", "balanced train images"], c5["gender", "balanced test images"]) == (5966, 662)
         re_ = _table(d, "released_tab1_ratio_error")
@@ -353,7 +353,8 @@ def test_coco_gender_labels_train_counts_and_extended_list(tmp_path):
     assert pc.paper.to_dict() == {"female": 9.9, "male": 25.8, "undefined": 64.2} and np.allclose(pc.ours, (100 * im.ours / 80).round(1))
     assert len(_table(d, "gendered_words_after_neutralisation")) == 0              # the extended list neutralises its own words
     led = _table(d, "ledger")
-    assert (led[led.item == "§3.2 train labels"].status == "reproduced").all()
+    train = led[led.item == "§3.2 train labels"]                                   # coco-mini's 80 images are not COCO train:
+    assert len(train) and train.status.isin(["differs", "partly reproduced"]).all()   # measured against the paper, never reproduced
     check_coco_gender_labels(d)
 
 def _smoke_set_keys(segment):
