@@ -16,7 +16,7 @@ from ..paths import MissingDataError, shared_path, has_shared, project_root, ato
 # %% auto #0
 __all__ = ['PERSON_CATEGORY_ID', 'COCO_2017_FILES', 'COCO_MEMBER_MD5', 'CocoFormatError', 'read_coco_json', 'CocoCaptions',
            'load_coco_captions', 'CocoInstances', 'load_coco_instances', 'CorruptImageError', 'load_image',
-           'LazyImages', 'coco_cache_dir', 'md5_of', 'fetch_coco_archive', 'coco_annotation_file',
+           'LazyImages', 'coco_cache_dir', 'file_digest', 'md5_of', 'fetch_coco_archive', 'coco_annotation_file',
            'coco_source_available', 'coco_image_dir']
 
 # %% ../../nbs/data/00_coco.ipynb #be3fa4a2
@@ -173,12 +173,16 @@ def coco_cache_dir() -> Path:
     return downloads_dir()                             # vlbias_nb.paths reads $VLBIAS_DOWNLOADS
 
 # %% ../../nbs/data/00_coco.ipynb #639968fa
-def md5_of(path) -> str:
-    "MD5 hex digest of a file."
-    h = hashlib.md5()
+def file_digest(path, algorithm: str = "md5") -> str:
+    "Hex digest of a file by `algorithm` (a `hashlib` name: md5 for COCO's archives, sha256 for the released outputs)."
+    h = hashlib.new(algorithm)
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""): h.update(chunk)
     return h.hexdigest()
+
+def md5_of(path) -> str:
+    "MD5 hex digest of a file."
+    return file_digest(path, "md5")
 
 # %% ../../nbs/data/00_coco.ipynb #4ef4c8e1
 def fetch_coco_archive(name: str, dest: str | os.PathLike | None = None) -> Path:

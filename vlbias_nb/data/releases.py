@@ -6,6 +6,7 @@
 from __future__ import annotations
 import hashlib, io, os, pickle
 from pathlib import Path
+from .coco import file_digest
 from ..paths import MissingDataError, InputFormatError, data_root, record_input
 from ..resources import read_resource_yaml, resource_path
 
@@ -44,10 +45,7 @@ def has_release(name: str) -> bool:
 # %% ../../nbs/data/04_releases.ipynb #rl000008
 def sha256_of(path) -> str:
     "SHA-256 hex digest of a file."
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""): h.update(chunk)
-    return h.hexdigest()
+    return file_digest(path, "sha256")
 
 def release_file(name: str, # a release of `RELEASES`
                  rel: str,  # the file's path inside the release folder (as in its checksum list)
