@@ -68,17 +68,25 @@ def _prepared_captions(human: dict, generated: dict, ids, mask: bool, align_voca
         hum_tok[i] = align_to_vocabulary(caps, vocab) if align_vocabulary else caps
     return gen_tok, hum_tok, vocab
 
+def _run_split(r: int, seed: int, labels: dict, values: list, test_ratio: float) -> tuple:
+    "`(train ids, test ids, train codes, test codes)` of run `r`'s balanced split, seeded `derive_seed(seed, \"run\", r, \"split\")`."
+    train, test = balanced_split(labels, test_ratio, derive_seed(seed, "run", r, "split"), values)
+    return train, test, attribute_codes(train, labels, values), attribute_codes(test, labels, values)
+
+def _f_hat_job(r: int, seed: int, config, values: list, tokens: dict, train, ytr, test, ep_bar: bool = False) -> tuple:
+    "The `_fit_and_score` job of run `r`'s model-caption classifier f_hat (its own stream `derive_seed(seed, \"run\", r, \"f_hat\")`)."
+    return (config, len(values), derive_seed(seed, "run", r, "f_hat"), [tokens[i] for i in train], ytr,
+            [tokens[i] for i in test], ep_bar, "f_hat")
+
 def _one_run(r: int, seed: int, labels: dict, values: list, gen_tok: dict, hum_tok: dict, config, K: int,
              test_ratio: float, n_jobs: int, ep_bar: bool) -> dict:
     """Run `r`: its balanced split (seeded `derive_seed(seed, "run", r, "split")`), f* per human caption index k < `K`
     and f_hat, each seeded on its own; returns posteriors, codes, the fitted classifiers and the run's table row."""
-    train, test = balanced_split(labels, test_ratio, derive_seed(seed, "run", r, "split"), values)
-    ytr, yte = attribute_codes(train, labels, values), attribute_codes(test, labels, values)
+    train, test, ytr, yte = _run_split(r, seed, labels, values, test_ratio)
     cap = lambda i, k: hum_tok[i][k % len(hum_tok[i])]
     jobs = [(config, len(values), derive_seed(seed, "run", r, "f* caption", k), [cap(i, k) for i in train], ytr,
              [cap(i, k) for i in test], ep_bar, f"f* caption {k}") for k in range(K)]
-    jobs.append((config, len(values), derive_seed(seed, "run", r, "f_hat"), [gen_tok[i] for i in train], ytr,
-                 [gen_tok[i] for i in test], ep_bar, "f_hat"))
+    jobs.append(_f_hat_job(r, seed, config, values, gen_tok, train, ytr, test, ep_bar))
     fitted = _fit_and_score_all(jobs, n_jobs)
     pm, pdata, ydata = fitted[K][0], np.concatenate([p for p, _ in fitted[:K]]), np.tile(yte, K)
     row = {"run": r, "LIC_M": lic_score(pm, yte, 100), "LIC_D": lic_score(pdata, ydata, 100),
@@ -164,10 +172,9 @@ def lic_m_over_runs(captions: dict,            # {set name: {image_id: caption}}
         if not lab: raise ValueError(f"caption set {name!r}: none of its images has a label")
         tok = {i: prepare_caption(caps[i], mask) for i in lab}
         for r in range(n_runs):
-            train, test = balanced_split(lab, test_ratio, derive_seed(seed, "run", r, "split"), values)
-            jobs.append((config, len(values), derive_seed(seed, "run", r, "f_hat"), [tok[i] for i in train],
-                         attribute_codes(train, lab, values), [tok[i] for i in test], False, "f_hat"))
-            meta.append((name, r, test, attribute_codes(test, lab, values), len(train)))
+            train, test, ytr, yte = _run_split(r, seed, lab, values, test_ratio)
+            jobs.append(_f_hat_job(r, seed, config, values, tok, train, ytr, test))
+            meta.append((name, r, test, yte, len(train)))
     fitted = _fit_and_score_all(jobs, n_jobs)
     out = {}
     for name in captions:
