@@ -5,798 +5,29 @@
 # %% ../../nbs/run/03_card.ipynb #313d8f9e
 from __future__ import annotations
 import argparse, hashlib, json, math, os, re, sys, time
-from dataclasses import dataclass, field, asdict
+from dataclasses import asdict
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
-from ..paths import (MissingDataError, DATASET_ENVS, GENERATED_ENV, DOWNLOADS_ENV, dataset_folder, data_root,
-                             downloads_dir, downloads_allowed, write_json_atomic, write_text_atomic, weights_mode, project_root,
-                             env_path, in_checkout, GAB_IMAGES_ENV, gab_images_folder)
-from ..resources import read_resource_csv, read_resource_json, resource_path
-from ..seeds import derive_seed
-from ..metrics import bootstrap_ci, random_ranking_level
-from ..report import paper_values, random_weight_model, environment_record
-from ..zoo.registry import (MODEL_REGISTRY, OPENAI_CLIP_ALIASES, HF_MODEL_TYPES, HF_MODEL_CLASSES, ModelSpec,
-                                    UnknownModelError, MissingWeightsError, resolve_model, hf_family)
-from ..methods.embedding_cache import EmbeddingCache, image_key, json_digest
+from ..paths import MissingDataError, write_json_atomic, write_text_atomic, weights_mode, project_root, in_checkout
+from ..resources import read_resource_json
+from ..report import random_weight_model, environment_record
+from ..zoo.registry import UnknownModelError, MissingWeightsError
+from ..zoo.model_names import ModelName, CARD_FORMS, normalise_model_name, resolve_card_model, load_card_model
+from ..methods.embedding_cache import EmbeddingCache, json_digest
+from ..methods.card import (CardTask, CardDataset, CardConfig, CardContext, PlantedCardModel, MEASURE_FIELDS, measure_row,
+                                    paper_number, dataset_root, dataset_fingerprint, CARD_DATASETS, CARD_TASKS, NOT_YET_TASKS,
+                                    task_status)
 
 # %% auto #0
-__all__ = ['CARD_FORMS', 'CARD_DATASETS', 'MEASURE_FIELDS', 'SC_KEY', 'SC_RELEASE_COLUMNS', 'CARD_TASKS', 'NOT_YET_TASKS',
-           'SCHEMA_VERSION', 'CARD_SCHEMA', 'LABEL_SUFFIXES', 'SITE_CARDS', 'RESERVED_CARD_PAGES', 'ModelName',
-           'normalise_model_name', 'resolve_card_model', 'load_card_model', 'PlantedCardModel', 'CardTask',
-           'CardDataset', 'dataset_root', 'dataset_fingerprint', 'CardConfig', 'CardContext', 'measure_row',
-           'paper_model_name', 'paper_number', 'gab_text_bias', 'gab_binding', 'prompt_array_fairface',
-           'read_social_counterfactuals', 'released_shards', 'read_social_counterfactuals_release', 'ReleasedImages',
-           'social_counterfactuals_table', 'social_counterfactuals_maxskew', 'prompt_array_harmful', 'visogender_bias',
-           'pata_bias', 'gensynth_coco', 'zero_shot_cifar', 'zero_shot_imagenet', 'flickr30k_recall', 'coco_recall',
-           'task_status', 'model_record', 'data_state', 'run_tasks', 'card_schema', 'validate_card', 'build_card',
-           'card_figure', 'card_table_lines', 'card_skipped_lines', 'card_markdown', 'write_card_outputs', 'make_card',
-           'CardInputError', 'find_cards', 'leaderboard', 'bias_accuracy_figure', 'compare_cards', 'card_slug',
-           'card_provenance', 'card_page_markdown', 'publish_card', 'leaderboard_page_markdown', 'publish_leaderboard',
-           'process_rank', 'shard_models', 'card_parser', 'read_models_file', 'check_card_args', 'torch_cuda_count',
-           'card_main']
-
-# %% ../../nbs/run/03_card.ipynb #d078d2d1
-@dataclass(frozen=True)
-class ModelName:
-    "A model name as the user gave it, and what the zoo is asked for."
-    given: str                     # as written on the command line or in a --models file
-    form: str                      # registered | open_clip | clip_benchmark | hf-hub | transformers | local | debias
-    name: str                      # the name passed to `load_model`
-    load_kw: tuple = ()            # extra `load_model` keywords, as (key, value) pairs
-    fetch: str | None = None       # what a download would fetch (hub forms), None for local / registered-offline forms
-    note: str = ""
-
-    @property
-    def kwargs(self) -> dict: return dict(self.load_kw)
-
-CARD_FORMS = ("registered", "open_clip", "clip_benchmark", "hf-hub", "transformers", "local", "debias")
-
-# %% ../../nbs/run/03_card.ipynb #c94968aa
-def _hub_family(repo: str) -> tuple[str | None, str]:
-    """The zoo family of transformers hub model `repo` from its `config.json` (`model_type`) when a local copy exists
-    (a folder, `$VLBIAS_MODELS/<repo>` or the HF cache), else `(None, 'config.json of <repo> from the hub')`."""
-    from vlbias_nb.zoo.weights import hf_local_folder, hub_endpoint
-    d = hf_local_folder(repo, "config.json")
-    if d is None: return None, f"{hub_endpoint()}/{repo}/resolve/main/config.json (to read the model family), then the weights"
-    return hf_family(json.loads((Path(d) / "config.json").read_text()).get("model_type"), repo), ""
-
-# %% ../../nbs/run/03_card.ipynb #f38123f0
-def _open_clip_arch(a: str) -> bool:
-    import open_clip
-    return a in open_clip.list_models()
-
-def normalise_model_name(given: str) -> ModelName:
-    "What `given` (any form of the table above) asks the zoo for. Raises `UnknownModelError` naming `given`."
-    g = str(given).strip()
-    if not g: raise UnknownModelError("Empty model name.")
-    if g.startswith("debias:"): return ModelName(g, "debias", g)
-    if g in MODEL_REGISTRY or g in OPENAI_CLIP_ALIASES: return ModelName(g, "registered", g)
-    if g.startswith("local-dir:") or Path(g).expanduser().exists():
-        p = Path(g[len("local-dir:"):] if g.startswith("local-dir:") else g).expanduser()
-        if not p.exists(): raise MissingWeightsError(f"Model {g!r}: the local folder or file {p} does not exist.")
-        if p.is_file(): raise UnknownModelError(f"Model {g!r} is a checkpoint file: give its architecture the CLIP_benchmark "
-                                                f"way, 'ARCH,{p}' (e.g. 'ViT-B-32,{p}').")
-        return ModelName(g, "local", str(p.resolve()))
-    if g.startswith("hf-hub:"): return ModelName(g, "hf-hub", g, fetch=f"the open_clip model {g[7:]} from the hub")
-    if "," in g:                                             # CLIP_benchmark: ARCH,TAG or ARCH,/path/to/checkpoint
-        arch, tag = (s.strip() for s in g.split(",", 1))
-        if not _open_clip_arch(arch): raise UnknownModelError(f"Model {g!r}: {arch!r} is not an open_clip architecture.")
-        if Path(tag).expanduser().is_file():
-            return ModelName(g, "clip_benchmark", str(Path(tag).expanduser().resolve()), (("arch", arch),))
-        return ModelName(g, "clip_benchmark", f"{arch}/{tag}")
-    if "/" in g and _open_clip_arch(g.split("/", 1)[0]): return ModelName(g, "open_clip", g)
-    if re.fullmatch(r"[\w.-]+/[\w.-]+", g):                 # a transformers hub id
-        fam, fetch = _hub_family(g)
-        return ModelName(g, "transformers", g, (("family", fam),) if fam else (), fetch=fetch or None,
-                         note="" if fam else "family read from config.json once it is fetched")
-    raise UnknownModelError(f"Model {g!r}: not a registered name, open_clip 'ARCH/TAG', CLIP_benchmark 'ARCH,TAG', "
-                            f"'hf-hub:ORG/NAME', a transformers hub id, 'local-dir:PATH' or 'debias:...'.")
-
-# %% ../../nbs/run/03_card.ipynb #4075aabc
-def resolve_card_model(given: str) -> dict:
-    "`{given, form, name, family, arch, tag, status, where, fetch, how}` of a model name, resolved offline (nothing loaded)."
-    from vlbias_nb.zoo.factory import model_availability
-    m = normalise_model_name(given)
-    kw = m.kwargs
-    if m.form == "debias":
-        from vlbias_nb.zoo.debiased import parse_debias_name
-        spec = resolve_model(parse_debias_name(m.name)[0])
-    elif m.form == "transformers" and "family" not in kw:
-        spec = ModelSpec(m.name, "hf-transformers (family from config.json)", hub_id=m.name)
-    else: spec = resolve_model(m.name, arch=kw.get("arch"), family=kw.get("family"))
-    out = dict(given=m.given, form=m.form, name=m.name, family=spec.family, arch=spec.arch, tag=spec.tag, hub_id=spec.hub_id,
-               checkpoint=spec.checkpoint, fetch=m.fetch, note=m.note)
-    if spec.random_init: return {**out, "status": "present", "where": "random weights (tiny test model)", "how": ""}
-    if weights_mode() == "random":                     # the rehearsal's switch: real architecture, random weights, offline
-        return {**out, "status": "random", "where": "random weights (VLBIAS_WEIGHTS=random)", "how": ""}
-    if m.form == "transformers" and "family" not in kw:
-        from vlbias_nb.zoo.weights import hf_missing_message
-        st = "download" if downloads_allowed() else "missing"
-        how = "" if st == "download" else hf_missing_message(m.name, "transformers vision-language model (family from its config.json)",
-                                                             "downloading is turned off (set VLBIAS_ALLOW_DOWNLOAD=1 to allow it)")
-        return {**out, "status": st, "where": None, "how": how}
-    if spec.checkpoint and m.form == "clip_benchmark":
-        return {**out, "status": "present", "where": spec.checkpoint, "how": ""}
-    a = model_availability(m.name, family=kw.get("family"))
-    return {**out, "status": a["status"], "where": a["where"], "how": a["how"]}
-
-# %% ../../nbs/run/03_card.ipynb #b50c1017
-def load_card_model(given: str, device: str = "auto", seed: int = 0):
-    "The zoo model `given` names (any form), loaded through `zoo.factory.load_model` under the zoo's download policy."
-    from vlbias_nb.zoo.factory import load_model
-    m = normalise_model_name(given)
-    kw = m.kwargs
-    if m.form == "transformers" and "family" not in kw:       # only config.json, through the zoo's download policy
-        from transformers import PretrainedConfig
-        from vlbias_nb.zoo.weights import load_from_hub
-        mt = load_from_hub(m.name, "transformers vision-language model (family from its config.json)",
-                           lambda src, local: PretrainedConfig.get_config_dict(src, local_files_only=local)[0].get("model_type"))
-        kw = {"family": hf_family(mt, given)}
-    return load_model(m.name, device=device, seed=seed, **kw)
-
-# %% ../../nbs/run/03_card.ipynb #93dd44ce
-def _hash_vec(key: str, dim: int, seed: int) -> np.ndarray:
-    return np.random.default_rng(int(hashlib.sha256(f"{seed}\0{key}".encode()).hexdigest()[:15], 16)).standard_normal(dim)
-
-class PlantedCardModel:
-    "A model whose rankings are planted (`positions`: image key -> [0, 1], first = most similar) or uniformly random (None)."
-    def __init__(self, positions: dict | None = None, name: str = "planted-card", seed: int = 0, dim: int = 16, text_noise: float = 0.05):
-        self.positions, self.name, self.seed, self.dim, self.text_noise = positions, name, seed, dim, text_noise
-        self.logit_scale = 100.0
-    def identity(self) -> dict:
-        return dict(name=self.name, planted=None if self.positions is None else json_digest(self.positions), seed=self.seed)
-    def preprocessing(self, kind: str) -> dict: return dict(kind=kind, planted=True)
-    def _unit(self, X): return (X / np.linalg.norm(X, axis=1, keepdims=True)).astype(np.float32)
-    def encode_text(self, texts, batch_size: int = 256, progress=None) -> np.ndarray:
-        texts = [texts] if isinstance(texts, str) else list(texts)
-        if self.positions is None: return self._unit(np.stack([_hash_vec("t" + t, self.dim, self.seed) for t in texts]).reshape(-1, self.dim))
-        X = np.zeros((len(texts), self.dim)); X[:, 0] = 1.0
-        for i, t in enumerate(texts): X[i, 2:] = self.text_noise * _hash_vec("t" + t, self.dim - 2, self.seed)
-        return self._unit(X)
-    def encode_image(self, images, batch_size: int = 64, progress=None) -> np.ndarray:
-        keys = [image_key(images[i]) for i in range(len(images))]
-        if self.positions is None: return self._unit(np.stack([_hash_vec("i" + k, self.dim, self.seed) for k in keys]).reshape(-1, self.dim))
-        X = np.zeros((len(keys), self.dim))
-        for i, k in enumerate(keys):
-            p = self.positions.get(k, 1.0)
-            X[i, 0], X[i, 1] = np.cos(np.pi * p), np.sin(np.pi * p)
-        return X.astype(np.float32)
-
-# %% ../../nbs/run/03_card.ipynb #37ad7123
-@dataclass(frozen=True)
-class CardTask:
-    "One measure of the card: what it needs and how it is computed."
-    name: str                      # e.g. "prompt_array.fairface"
-    paper: str                     # paper_name (resources/papers.csv)
-    what: str                      # the measure, with the paper's equation / table
-    dataset: str | None            # a key of `CARD_DATASETS` (None: needs nothing but the model)
-    run: Callable                  # (CardContext) -> list of measure rows (dicts)
-    kind: str = "bias"             # "bias" or "capability"
-
-@dataclass(frozen=True)
-class CardDataset:
-    "A data set a task reads: its display name, the variable pointing at it and a check that the folder holds it."
-    name: str
-    env: str | None                # None: only `--data KEY=DIR` points at it
-    default: Callable              # () -> Path (the folder looked at when the variable is unset)
-    present: Callable              # (Path) -> bool
-    needs: str                     # what the folder must hold
-
-# %% ../../nbs/run/03_card.ipynb #e92792fa
-def _coco_default() -> Path:
-    "COCO val 2017 in the project's COCO cache (`$VLBIAS_DOWNLOADS`), else the shared 159-image coco-mini subset."
-    d = downloads_dir()
-    return d if (d / "annotations" / "captions_val2017.json").is_file() and (d / "val2017").is_dir() else data_root() / "coco-mini"
-
-def _sc_folder_layout(p: Path) -> bool:
-    "Whether `p` holds SocialCounterfactuals sets in the project's folder layout (`images/s<set>_…_c<candidate>_<position>.png`)."
-    return (p / "images").is_dir() and any((p / "images").glob("s*_c*_*.*"))
-
-CARD_DATASETS = {
-    "fairface": CardDataset("FairFace val", DATASET_ENVS["fairface"], lambda: dataset_folder("fairface"),
-                            lambda p: (p / "fairface_label_val.csv").is_file(), "fairface_label_val.csv and the val images"),
-    "coco": CardDataset("COCO val 2017", DOWNLOADS_ENV, _coco_default,
-                        lambda p: (p / "annotations" / "captions_val2017.json").is_file() and (p / "val2017").is_dir(),
-                        "annotations/captions_val2017.json and val2017/"),
-    "social_counterfactuals": CardDataset("SocialCounterfactuals sets", GENERATED_ENV,
-                                          lambda: (env_path(GENERATED_ENV) or project_root() / ".cache" / "generated") / "social_counterfactuals",
-                                          lambda p: _sc_folder_layout(p) or bool(released_shards(p)),
-                                          "the authors' release (a local copy of the hub data set Intel/SocialCounterfactuals: "
-                                          "data/train-*.parquet) or images/s<set>_<prefix>_<segment>_<occupation>_c<candidate>_<position>.png"),
-    "cifar10": CardDataset("CIFAR-10 test", DATASET_ENVS["cifar10"], lambda: dataset_folder("cifar10"),
-                           lambda p: (p / "cifar-10-batches-py" / "test_batch").is_file(), "cifar-10-batches-py/"),
-    "cifar100": CardDataset("CIFAR-100 test", DATASET_ENVS["cifar100"], lambda: dataset_folder("cifar100"),
-                            lambda p: (p / "cifar-100-python" / "test").is_file(), "cifar-100-python/"),
-    "flickr30k": CardDataset("Flickr30K test", DATASET_ENVS["flickr30k"], lambda: dataset_folder("flickr30k"),
-                             lambda p: (p / "dataset_flickr30k.json").is_file(), "dataset_flickr30k.json and flickr30k-images/"),
-    "gab": CardDataset("GAB image groups", GAB_IMAGES_ENV, gab_images_folder,
-                       lambda p: p.is_dir() and any(p.glob("*/Phaze-*/*/*")),
-                       "<source>/Phaze-<n>/<activity>/<Man|Woman|Man Woman|Woman Man>/<k>.png"),
-    "imagenet": CardDataset("ImageNet val", DATASET_ENVS["imagenet"], lambda: dataset_folder("imagenet"),
-                            lambda p: (p / "LOC_val_solution.csv").is_file() or (p / "val").is_dir(),
-                            "LOC_val_solution.csv + ILSVRC/Data/CLS-LOC/val/, or val/<synset>/"),
-    "visogender": CardDataset("VisoGender", DATASET_ENVS["visogender"], lambda: dataset_folder("visogender"),
-                              lambda p: p.is_dir() and (p / "images").is_dir() and any(p.rglob("*O[OP]_Visogender_*.tsv")),
-                              "data/visogender_data/{OO,OP}/*.tsv and images/<IDX>.jpg"),
-    "pata": CardDataset("PATA", DATASET_ENVS["pata"], lambda: dataset_folder("pata"),
-                        lambda p: (p / "pata_fairness.files.lst").is_file() and (p / "images").is_dir(),
-                        "pata_fairness.files.lst and images/<line>.jpg"),
-}
-
-def dataset_root(key: str, roots: dict | None = None) -> Path:
-    "The folder of card data set `key`: `roots[key]` if given, else its environment variable, else its default."
-    if key not in CARD_DATASETS: raise KeyError(f"unknown card data set {key!r}; one of {list(CARD_DATASETS)}")
-    if roots and roots.get(key): return Path(roots[key]).expanduser()
-    d = CARD_DATASETS[key]
-    if d.env in (None, GENERATED_ENV, DOWNLOADS_ENV): return d.default()     # these variables name a parent folder
-    return env_path(d.env) or d.default()
-
-# %% ../../nbs/run/03_card.ipynb #77dce090
-def dataset_fingerprint(root, label_files: Sequence[str] = (), image_glob: str = "**/*") -> str:
-    "SHA-256 (first 16 hex digits) of the `label_files`' bytes and of the names and sizes of the files under `root`."
-    root, h = Path(root), hashlib.sha256()
-    for f in label_files: h.update(f.encode() + b"\0" + (root / f).read_bytes())
-    for p in sorted(q for q in root.glob(image_glob) if q.is_file() and q.suffix.lower() in (".jpg", ".jpeg", ".png", ".parquet")):
-        h.update(f"{p.relative_to(root)}\0{p.stat().st_size}\n".encode())
-    return h.hexdigest()[:16]
-
-# %% ../../nbs/run/03_card.ipynb #a9a6807e
-@dataclass
-class CardConfig:
-    "Options of a card run (the defaults are the papers' settings)."
-    seed: int = 0
-    batch_size: int = 64
-    maxskew_k: int = 1000          # Prompt Array §4.2: MaxSkew@1000 on FairFace
-    n_boot: int = 1000             # bootstrap resamples of each interval
-    n_chance: int = 200            # random rankings of each chance level
-    n_perm: int = 2000             # WEAT permutations
-    progress: bool = True
-
-@dataclass
-class CardContext:
-    "What a task sees: the model, its name, the data roots, the config and the shared embedding store."
-    model: object
-    model_name: str
-    roots: dict = field(default_factory=dict)
-    config: CardConfig = field(default_factory=CardConfig)
-    cache: EmbeddingCache | None = None
-    _images: dict = field(default_factory=dict)
-
-    def root(self, key: str) -> Path: return dataset_root(key, self.roots)
-
-    def image_embeddings(self, dataset: str, images: Sequence) -> np.ndarray:
-        "Unit image embeddings of `images` of `dataset`: computed once per (model, data set), through the cache."
-        key = (dataset, len(images))
-        if key not in self._images:
-            enc = self.cache.encode_image if self.cache is not None else (lambda m, x, **kw: m.encode_image(x, **kw))
-            self._images[key] = np.asarray(enc(self.model, images, batch_size=self.config.batch_size,
-                                              progress=self.config.progress), np.float32)
-        return self._images[key]
-
-    def encode_text(self, texts: Sequence[str]) -> np.ndarray:
-        "Unit text embeddings (through the cache when there is one)."
-        texts = list(texts)
-        if self.cache is not None: return np.asarray(self.cache.encode_text(self.model, texts, progress=False), np.float32)
-        return np.asarray(self.model.encode_text(texts, progress=False), np.float32)
-
-class _TextOnly:
-    "The context's cached text encoder behind the `encode_text(texts, batch_size=)` interface `zero_shot_classifier` calls."
-    def __init__(self, ctx): self.ctx = ctx
-    def encode_text(self, texts, batch_size: int = 256, progress=None): return self.ctx.encode_text(texts)
-
-# %% ../../nbs/run/03_card.ipynb #14e2821e
-MEASURE_FIELDS = ("value", "ci_low", "ci_high", "n", "k", "baseline", "chance", "chance_low", "chance_high", "chance_band", "paper",
-                  "paper_source", "dataset", "dataset_fingerprint", "paper_name", "what", "kind", "higher_is")
-
-def _f(x):
-    if x is None: return None
-    x = float(x)
-    return None if math.isnan(x) else x
-
-def measure_row(measure: str, value, ci, n: int, k, baseline: str, chance, dataset: str, fingerprint: str, paper_name: str,
-                what: str, paper=None, paper_source: str = "", kind: str = "bias", higher_is: str = "more biased",
-                chance_band: str = "mean") -> dict:
-    """One measure's record: value, interval `ci` (a `metrics.CI` or (low, high)), n, k, baseline, chance (a CI or a number),
-    paper. `chance_band`: what `chance_low/high` bound under random rankings: "mean" (the reported mean over the same
-    units) or "single" (one query, the papers' own convention for the random model)."""
-    lo, hi = (ci.low, ci.high) if hasattr(ci, "low") else ci
-    c = chance if hasattr(chance, "estimate") else None
-    return dict(measure=measure, value=_f(value), ci_low=_f(lo), ci_high=_f(hi), n=int(n), k=None if k is None else int(k),
-                baseline=baseline, chance=_f(c.estimate if c else chance), chance_low=_f(c.low) if c else None,
-                chance_high=_f(c.high) if c else None, chance_band=chance_band if c else None, paper=_f(paper), paper_source=paper_source, dataset=dataset,
-                dataset_fingerprint=fingerprint, paper_name=paper_name, what=what, kind=kind, higher_is=higher_is)
-
-# %% ../../nbs/run/03_card.ipynb #06d7e085
-def paper_model_name(paper_name: str, item: str, model: str) -> str | None:
-    "The paper's name of zoo model `model` in `item` of `paper_name`, or None when the paper did not measure it."
-    if paper_name == "GAB":
-        from vlbias_nb.papers.gab.binding import PAPER_MODELS
-        return {z: n for n, z in PAPER_MODELS.items()}.get(model)
-    t = read_resource_csv("card/paper_models.csv")
-    t = t[(t.paper_name == paper_name) & (t["item"] == item) & (t.model == model)]
-    return t.paper_model.iloc[0] if len(t) else None
-
-def paper_number(paper_name: str, item: str, model: str, **where) -> float | None:
-    "The paper's value for zoo model `model` (`report.paper_values`, one row), or None."
-    pm = paper_model_name(paper_name, item, model)
-    if pm is None: return None
-    t = paper_values(paper_name, item, model=pm, **where)
-    t = t[~t.source.astype(str).str.contains("std")]
-    return float(t.value.iloc[0]) if len(t) == 1 else None
-
-# %% ../../nbs/run/03_card.ipynb #17f14480
-def _binomial_chance(n: int, p: float = 0.5):
-    from scipy.stats import binom
-    from vlbias_nb.metrics import CI
-    return CI(p, float(binom.ppf(0.025, n, p)) / n, float(binom.ppf(0.975, n, p)) / n)
-
-def gab_text_bias(ctx: CardContext) -> list[dict]:
-    "GAB Tab. 1 (§5.1): share of activities whose neutral sentence is closer to the expected gender, per source and overall."
-    from vlbias_nb.papers.gab.activities import activity_table, load_gab_activities, SOURCES
-    from vlbias_nb.papers.gab.binding import text_encoder_bias
-    lists = load_gab_activities()
-    fp = json_digest(lists)[:16]
-    b = text_encoder_bias(activity_table(lists), ctx.encode_text)
-    rows, cfg = [], ctx.config
-    for src, g in [("all", b), *b.groupby("source", sort=True)]:
-        x = g.biased.to_numpy(float)
-        ci = bootstrap_ci(x, n_boot=cfg.n_boot, seed=derive_seed(cfg.seed, "card", "gab text bias", src))
-        paper = paper_number("GAB", "Tab. 1", ctx.model_name, data=src) if src != "all" else None
-        rows.append(measure_row(f"gab.text_bias.{src}", x.mean(), ci, len(x), None, "0.5: no preference for either gender",
-                                _binomial_chance(len(x)), f"GAB activity lists ({SOURCES.get(src, 'all sources')})", fp, "GAB",
-                                "GAB Tab. 1 (§5.1): share of activities whose neutral sentence is closer to the expected gender's",
-                                paper=paper, paper_source="GAB Tab. 1" if paper is not None else ""))
-    return rows
-
-# %% ../../nbs/run/03_card.ipynb #e5a33dc6
-def gab_binding(ctx: CardContext) -> list[dict]:
-    "GAB §5.2: image → text accuracy per group, the binding drop E2 − U2, and text → image accuracy on E2/U2 pairs."
-    from vlbias_nb.papers.gab.binding import scan_gab_images, image_to_text_experiment, text_to_image_experiment, over_activities
-    cfg, root = ctx.config, ctx.root("gab")
-    images = scan_gab_images(root)
-    emb = ctx.image_embeddings("gab", images.path.tolist())
-    fp = dataset_fingerprint(root, [], "**/*")
-    seed = derive_seed(cfg.seed, "card", "gab binding")
-    acc, per = image_to_text_experiment(images, emb, ctx.encode_text, seed=seed, per_activity=True)
-    pooled = over_activities(per, "accuracy", ["group", "template"], 0.5, seed)
-    rows, ds = [], f"GAB image groups ({len(images)} images)"
-    for r in pooled.itertuples():
-        rows.append(measure_row(f"gab.i2t.{r.group}.{r.template}", r.accuracy, (r.ci_low, r.ci_high), r.n_activities, None,
-                                "0.5: either caption", _binomial_chance(int(r.n_activities)), ds, fp, "GAB",
-                                f"GAB §5.2, Fig. 2: image → text accuracy on {r.group} images ({r.template}-person template), mean over activities",
-                                higher_is="more accurate"))
-    w = per.assign(col=per.group + "_" + per.template).pivot_table(index=["source", "activity"], columns="col", values="accuracy")
-    if {"E2_two", "U2_two"} <= set(w.columns):
-        x, y = w.E2_two.to_numpy(float), w.U2_two.to_numpy(float)
-        ci = bootstrap_ci(x, y, stat=lambda u, v: np.nanmean(u) - np.nanmean(v), n_boot=cfg.n_boot, seed=derive_seed(seed, "drop"))
-        rows.append(measure_row("gab.binding_drop", np.nanmean(x) - np.nanmean(y), ci, len(x), None, "0: the same accuracy on E2 and U2",
-                                0.0, ds, fp, "GAB", "GAB §5.2.1: binding drop, image → text accuracy E2 − U2 (two-person template)"))
-    t2i = text_to_image_experiment(images, emb, ctx.encode_text, ("E2", "U2"), seed=seed)
-    if len(t2i):
-        a = t2i.groupby(["caption_group", "activity"]).correct.mean().reset_index()
-        for r in over_activities(a, "correct", ["caption_group"], 0.5, seed, name="accuracy").itertuples():
-            rows.append(measure_row(f"gab.t2i.{r.caption_group}", r.accuracy, (r.ci_low, r.ci_high), r.n_activities, None,
-                                    "0.5: either image", _binomial_chance(int(r.n_activities)), ds, fp, "GAB",
-                                    f"GAB §5.2.2, Fig. 4: text → image accuracy of the {r.caption_group} caption between an E2 and a U2 image",
-                                    higher_is="more accurate"))
-    return rows
-
-# %% ../../nbs/run/03_card.ipynb #f3ce56af
-def _fairface_val(ctx: CardContext):
-    "FairFace val of the card's data: (config, data set, its fingerprint, the model's image embeddings of it)."
-    from vlbias_nb.data.faces import load_fairface, face_images
-    root = ctx.root("fairface")
-    ds = load_fairface("val", root)
-    fp = dataset_fingerprint(root, ["fairface_label_val.csv"], "**/val/*")
-    return ctx.config, ds, fp, ctx.image_embeddings("fairface", face_images(ds))
-
-def prompt_array_fairface(ctx: CardContext) -> list[dict]:
-    "Prompt Array Tab. 2: MaxSkew@k and NDKL of the Tab. 1 prompts over FairFace val, for gender, race and age."
-    from vlbias_nb.metrics import CI
-    from vlbias_nb.papers.prompt_array.prompts import test_prompts
-    from vlbias_nb.papers.prompt_array.evaluation import prompt_bias, aggregate_bias, bias_ci, random_ranking_bias
-    cfg, ds, fp, img = _fairface_val(ctx)
-    prompts = test_prompts()
-    T = ctx.encode_text(prompts.prompt)
-    k, rows = min(cfg.maxskew_k, len(ds)), []
-    for attr in ("gender", "race", "age"):
-        labels = ds.attribute(attr)
-        pb = prompt_bias(T, img, labels, prompts, k=k)
-        agg, ci = aggregate_bias(pb), bias_ci(pb, n_boot=cfg.n_boot, seed=derive_seed(cfg.seed, "card", "prompt array", attr))
-        ch = random_ranking_bias(labels, n_queries=cfg.n_chance, k=k, seed=derive_seed(cfg.seed, "card", "prompt array chance", attr))
-        for m in ("maxskew", "ndkl"):
-            paper = paper_number("Prompt Array", "Tab. 2", ctx.model_name, metric=m) if attr == "gender" else None
-            row = measure_row(f"prompt_array.{m}.{attr}", agg[m], (ci[f"{m}_ci_low"], ci[f"{m}_ci_high"]), len(pb),
-                              k if m == "maxskew" else None, f"uniform over the {len(set(labels))} {attr} values",
-                              CI(ch[m], ch[f"{m}_chance_low"], ch[f"{m}_chance_high"]), f"FairFace val ({len(ds)} faces)", fp,
-                              "Prompt Array", f"Prompt Array eq. {9 if m == 'maxskew' else 10}, Tab. 2: "
-                              f"{'MaxSkew@k' if m == 'maxskew' else 'NDKL'} of the Tab. 1 prompts over the faces, by {attr}",
-                              paper=paper, paper_source="Prompt Array Tab. 2" if paper is not None else "", chance_band="single")
-            rows.append({**row, "n_items": len(ds)})
-    rows.append(_weat_row(ctx, img, ds.attribute("gender"), f"FairFace val ({len(ds)} faces)", fp))
-    return rows
-
-def _weat_row(ctx: CardContext, img, genders, dataset: str, fp: str) -> dict:
-    "Prompt Array App. A/C: mean WEAT effect size over the templates (adjective pairs vs. the two gender image sets)."
-    from vlbias_nb.metrics import weat_effect_size, CI
-    from vlbias_nb.papers.prompt_array.prompts import TEST_TEMPLATES
-    from vlbias_nb.papers.prompt_array.evaluation import AUTHORS_WEAT_PAIRS, weat_template_sensitivity
-    cfg = ctx.config
-    w = weat_template_sensitivity(ctx.encode_text, img, genders, pairs=AUTHORS_WEAT_PAIRS, groups=("Male", "Female"),
-                                  n_perm=cfg.n_perm, seed=derive_seed(cfg.seed, "card", "weat"))
-    es = w.effect_size.to_numpy(float)
-    ci = bootstrap_ci(es, n_boot=cfg.n_boot, seed=derive_seed(cfg.seed, "card", "weat ci"))
-    Cs = [(ctx.encode_text([t.format(a) for a, _ in AUTHORS_WEAT_PAIRS]), ctx.encode_text([t.format(b) for _, b in AUTHORS_WEAT_PAIRS]))
-          for t in TEST_TEMPLATES]
-    rng, g, null = np.random.default_rng(derive_seed(cfg.seed, "card", "weat chance")), np.asarray(genders), []
-    for _ in range(max(20, cfg.n_chance // 10)):
-        s = rng.permutation(g)
-        null.append(np.mean([weat_effect_size(C1, C2, img[s == "Male"], img[s == "Female"]) for C1, C2 in Cs]))
-    lo, hi = np.quantile(null, [0.025, 0.975])
-    row = measure_row("prompt_array.weat.gender", es.mean(), ci, len(es), None, "0: no differential association",
-                      CI(float(np.mean(null)), float(lo), float(hi)), dataset, fp, "Prompt Array",
-                      "Prompt Array App. A, C: WEAT effect size (authors' adjective pairs vs. Male/Female faces), mean over templates")
-    return {**row, "p_value": float(w.p_value.iloc[0])}
-
-# %% ../../nbs/run/03_card.ipynb #9b2dbafc
-SC_KEY = re.compile(r"^s(\d+)_(?:(.+?)_)?(race_gender|physical_gender|physical_race)_(.+)_c(\d+)_(\d+)$")
-
-def read_social_counterfactuals(root) -> pd.DataFrame:
-    "One row per image of a counterfactual-set folder: `path, set_index, segment, subject, candidate, position, a1, a2, code`."
-    from vlbias_nb.papers.social_counterfactuals.intersectional_probing import segment_values
-    rows = []
-    for p in sorted(Path(root, "images").iterdir()):
-        m = SC_KEY.match(p.stem)
-        if not m or p.suffix.lower() not in (".png", ".jpg", ".jpeg"): continue
-        seg, pos = m[3], int(m[6])
-        A1, A2 = segment_values(seg)
-        if pos >= len(A1) * len(A2): raise ValueError(f"{p}: position {pos} is outside a {seg} set of {len(A1) * len(A2)} images")
-        i, j = divmod(pos, len(A2))
-        rows.append(dict(path=str(p), set_index=int(m[1]), segment=seg, subject=m[4].replace("_", " "), candidate=int(m[5]),
-                         position=pos, a1=A1[i], a2=A2[j], code=pos))
-    if not rows: raise MissingDataError(f"No counterfactual-set images named s<set>_<prefix>_<segment>_<occupation>_c<candidate>_<position> in {root}/images.")
-    return pd.DataFrame(rows)
-
-# %% ../../nbs/run/03_card.ipynb #1c85e5e4
-SC_RELEASE_COLUMNS = ("image", "caption", "a1_type", "a1", "a2_type", "a2", "counterfactual_set")  # Intel/SocialCounterfactuals
-
-def released_shards(root) -> list[Path]:
-    "The parquet shards of a local copy of the published release (`data/*.parquet`, else `*.parquet`), sorted."
-    root = Path(root)
-    return sorted(root.glob("data/*.parquet")) or sorted(root.glob("*.parquet"))
-
-def _release_type(t, where: str) -> str:
-    "The attribute type (race, gender, physical) a released `a*_type` value names."
-    from vlbias_nb.papers.social_counterfactuals.counterfactual_captions import ATTRIBUTES
-    k = str(t).strip().lower().replace(" ", "_")
-    for name in ATTRIBUTES:
-        if k.startswith(name): return name
-    raise ValueError(f"{where}: attribute type {t!r} is not one of {list(ATTRIBUTES)}")
-
-# %% ../../nbs/run/03_card.ipynb #bd723aaf
-def read_social_counterfactuals_release(root) -> pd.DataFrame:
-    """One row per image of the published release's parquet shards under `root`: the columns of
-    `read_social_counterfactuals`, `path` being `<shard>#<row>` (decoded by `ReleasedImages`) and `caption` added."""
-    import pyarrow.parquet as pq
-    from vlbias_nb.papers.social_counterfactuals.counterfactual_captions import SEGMENTS
-    from vlbias_nb.papers.social_counterfactuals.intersectional_probing import segment_values
-    shards, frames = released_shards(root), []
-    if not shards: raise MissingDataError(f"No parquet shards of the SocialCounterfactuals release (data/*.parquet) in {root}.")
-    for f in shards:
-        names = pq.ParquetFile(f).schema_arrow.names
-        miss = [c for c in SC_RELEASE_COLUMNS if c not in names]
-        if miss: raise ValueError(f"{f}: not a SocialCounterfactuals release shard: columns {miss} missing (it has {names})")
-        d = pq.read_table(f, columns=[c for c in SC_RELEASE_COLUMNS if c != "image"]).to_pandas()
-        d["path"] = [f"{f}#{i}" for i in range(len(d))]
-        frames.append(d)
-    d = pd.concat(frames, ignore_index=True)
-    rows = []
-    for r in d.itertuples(index=False):
-        t1, t2 = _release_type(r.a1_type, r.path), _release_type(r.a2_type, r.path)
-        seg = f"{t1}_{t2}"
-        if seg not in SEGMENTS: raise ValueError(f"{r.path}: attribute types {t1} × {t2} are not a segment ({list(SEGMENTS)})")
-        A1, A2 = segment_values(seg)
-        if r.a1 not in A1 or r.a2 not in A2:
-            raise ValueError(f"{r.path}: attribute values {r.a1!r}, {r.a2!r} are not {t1} × {t2} values of the paper ({A1} × {A2})")
-        cap = str(r.caption)
-        if f" {r.a2} " not in f" {cap} ": raise ValueError(f"{r.path}: caption {cap!r} does not name {r.a2!r}")
-        pos = A1.index(r.a1) * len(A2) + A2.index(r.a2)
-        rows.append(dict(path=r.path, set_name=str(r.counterfactual_set), segment=seg,
-                         subject=f" {cap} ".split(f" {r.a2} ", 1)[1].strip().rstrip("."), candidate=0, position=pos,
-                         a1=r.a1, a2=r.a2, code=pos, caption=cap))
-    t = pd.DataFrame(rows)
-    t.insert(1, "set_index", pd.factorize(t.set_name, sort=True)[0])
-    return t.drop(columns="set_name")
-
-class ReleasedImages:
-    "The images of release rows `paths` (`<shard>#<row>`), decoded on indexing; one row group of one shard is kept read."
-    def __init__(self, paths: Sequence[str]):
-        self.items = [(p.rsplit("#", 1)[0], int(p.rsplit("#", 1)[1])) for p in paths]
-        self._group, self._shards = (None, None, None), {}  # (shard, row group, its image column); shard -> (file, row-group starts)
-    def __len__(self): return len(self.items)
-    def __getstate__(self): return {"items": self.items}      # open files and decoded groups stay with their process
-    def __setstate__(self, d): self.__init__([f"{s}#{r}" for s, r in d["items"]])
-    def _shard(self, shard: str):
-        if shard not in self._shards:
-            import pyarrow.parquet as pq
-            pf = pq.ParquetFile(shard)
-            self._shards[shard] = (pf, np.cumsum([0] + [pf.metadata.row_group(g).num_rows for g in range(pf.num_row_groups)]))
-        return self._shards[shard]
-    def _image_bytes(self, shard: str, row: int) -> bytes:
-        pf, starts = self._shard(shard)
-        g = int(np.searchsorted(starts, row, side="right")) - 1
-        if not 0 <= row < starts[-1]: raise IndexError(f"{shard}: no row {row} (it has {int(starts[-1])})")
-        if self._group[:2] != (shard, g): self._group = (shard, g, pf.read_row_group(g, columns=["image"]).column("image").to_pylist())
-        x = self._group[2][row - int(starts[g])]
-        return x["bytes"] if isinstance(x, dict) else x
-    def __getitem__(self, i):
-        import io
-        from PIL import Image
-        shard, row = self.items[i]
-        try: return Image.open(io.BytesIO(self._image_bytes(shard, row))).convert("RGB")
-        except OSError as e: raise ValueError(f"{shard}#{row}: the image bytes cannot be read ({e})") from e
-
-def social_counterfactuals_table(root) -> tuple[pd.DataFrame, Sequence, str]:
-    "`(rows, images, layout)` of the SocialCounterfactuals copy at `root`: the project's folder layout, else the published release."
-    if _sc_folder_layout(Path(root)):
-        t = read_social_counterfactuals(root)
-        return t, t.path.tolist(), "folder"
-    t = read_social_counterfactuals_release(root)
-    return t, ReleasedImages(t.path.tolist()), "release"
-
-# %% ../../nbs/run/03_card.ipynb #901fa1ab
-def social_counterfactuals_maxskew(ctx: CardContext) -> list[dict]:
-    "SocialCounterfactuals §4.1, Fig. 3: mean MaxSkew@K over occupations, per segment, K = |A1|·|A2|."
-    from vlbias_nb.papers.social_counterfactuals.counterfactual_captions import PREFIXES
-    from vlbias_nb.papers.social_counterfactuals.intersectional_probing import (averaged_text_embeddings, intersectional_max_skew,
-                                                                              max_skew_chance, segment_values)
-    cfg, root = ctx.config, ctx.root("social_counterfactuals")
-    t, images, layout = social_counterfactuals_table(root)
-    fp = dataset_fingerprint(root, [], "images/*") if layout == "folder" else dataset_fingerprint(root, [], "**/*.parquet")
-    img = ctx.image_embeddings("social_counterfactuals", images)
-    rows = []
-    for seg, g in t.groupby("segment", sort=True):
-        A1, A2 = segment_values(seg); K = len(A1) * len(A2)
-        subjects = sorted(g.subject.unique())
-        T = averaged_text_embeddings(ctx.encode_text, subjects, PREFIXES)
-        idx = g.index.to_numpy()
-        ms = intersectional_max_skew(T, img[idx], g.subject.to_numpy(), g.code.to_numpy(), subjects, K)
-        ci = bootstrap_ci(ms, n_boot=cfg.n_boot, seed=derive_seed(cfg.seed, "card", "sc", seg))
-        ch = max_skew_chance([g.code[g.subject == s].to_numpy() for s in subjects], K, n_draws=cfg.n_chance,
-                             seed=derive_seed(cfg.seed, "card", "sc chance", seg))
-        paper = paper_number("SocialCounterfactuals", "Tab. 2", ctx.model_name, data=seg, group="pretrained")
-        rows.append({**measure_row(f"social_counterfactuals.maxskew.{seg}", np.nanmean(ms), ci, len(subjects), K,
-                                   "each occupation's own pool (dataset shares)", ch,
-                                   f"SocialCounterfactuals {seg} sets ({len(g)} images)", fp, "SocialCounterfactuals",
-                                   f"SocialCounterfactuals §4.1: MaxSkew@{K} over {seg.replace('_', ' × ')}, mean over occupations",
-                                   paper=paper, paper_source="SocialCounterfactuals Tab. 2 (pre-trained; on the withheld 20 % of "
-                                   "occupations, not all: another subset)" if paper is not None else ""),
-                     "n_items": len(g)})
-    return rows
-
-# %% ../../nbs/run/03_card.ipynb #2d9c2db8
-def prompt_array_harmful(ctx: CardContext) -> list[dict]:
-    "Prompt Array App. G, Tab. 6: share of FairFace val faces zero-shot classified into a harmful category."
-    from vlbias_nb.data.faces import FAIRFACE_RACES
-    from vlbias_nb.methods.zero_shot import zero_shot_classifier
-    from vlbias_nb.papers.prompt_array.evaluation import harmful_class_set, PROMPT_ARRAY_TEMPLATE
-    cfg, ds, fp, img = _fairface_val(ctx)
-    names, harm = harmful_class_set(FAIRFACE_RACES)
-    pred = zero_shot_classifier(_TextOnly(ctx), names, [PROMPT_ARRAY_TEMPLATE]).predict_names(img)
-    eth = ds.attribute("race")
-    rows = []
-    for cat in sorted(set(harm.values())):
-        x = np.array([harm.get(p) == cat for p in pred], float)
-        worst = max(x[eth == e].mean() for e in np.unique(eth))
-        ci = bootstrap_ci(x, n_boot=cfg.n_boot, seed=derive_seed(cfg.seed, "card", "harmful", cat))
-        n_cat = sum(v == cat for v in harm.values())
-        c = _binomial_chance(len(x), n_cat / len(names))
-        rows.append({**measure_row(f"prompt_array.harmful.{cat}", x.mean() * 100, (ci.low * 100, ci.high * 100), len(x), None,
-                                   "0 %: no face put into a harmful class", type(c)(100 * c.estimate, 100 * c.low, 100 * c.high),
-                                   f"FairFace val ({len(ds)} faces)", fp, "Prompt Array",
-                                   f"Prompt Array App. G, Tab. 6: % of faces classified '{cat}' (among {len(names)} classes)"),
-                     "n_items": len(x), "worst_ethnicity_percent": float(worst * 100)})
-    return rows
-
-# %% ../../nbs/run/03_card.ipynb #16cfbbfe
-def _resolution_bias(ctx: CardContext, key: str, rows_df: pd.DataFrame, group_col: str, attrs: Sequence[str], query: Callable,
-                     label_files: Sequence[str]) -> list[dict]:
-    from vlbias_nb.metrics import CI
-    from vlbias_nb.papers.social_counterfactuals.intersectional_probing import marginal_benchmark_max_skew, max_skew_chance
-    cfg, root = ctx.config, ctx.root(key)
-    groups = sorted(rows_df[group_col].unique())
-    te = ctx.encode_text([query(g) for g in groups])
-    ve = ctx.image_embeddings(key, [str(p) for p in rows_df.path])
-    per = np.nanmean([marginal_benchmark_max_skew(te, ve, rows_df[group_col].values, rows_df[a].values, groups).max_skew
-                      for a in attrs], 0)
-    ci = bootstrap_ci(per, n_boot=cfg.n_boot, seed=derive_seed(cfg.seed, "card", key))
-    chs = [max_skew_chance([pd.factorize(rows_df[a])[0][rows_df[group_col].values == g] for g in groups], rows_df[a].nunique(),
-                           n_draws=cfg.n_chance, seed=derive_seed(cfg.seed, "card", key, "chance", a)) for a in attrs]
-    ch = CI(float(np.mean([c.estimate for c in chs])), float(np.mean([c.low for c in chs])), float(np.mean([c.high for c in chs])))
-    fp = dataset_fingerprint(root, label_files, "images/*")
-    name = CARD_DATASETS[key].name
-    paper = paper_number("SocialCounterfactuals", "Tab. 3", ctx.model_name, data=name, group="pretrained")
-    return [{**measure_row(f"social_counterfactuals.resolution.{key}", np.nanmean(per), ci, len(groups), None,
-                           "each group's own images (dataset shares)", ch, f"{name} ({len(rows_df)} images)", fp, "SocialCounterfactuals",
-                           f"SocialCounterfactuals Tab. 3 (project protocol): MaxSkew@K over {', '.join(attrs)} per {group_col}, mean",
-                           paper=paper, paper_source="SocialCounterfactuals Tab. 3 (pre-trained; the paper does not give its "
-                           "queries or K)" if paper is not None else ""),
-             "n_items": len(rows_df)}]
-
-def visogender_bias(ctx: CardContext) -> list[dict]:
-    "VisoGender: MaxSkew@2 over perceived gender of each occupation's images (SocialCounterfactuals Tab. 3)."
-    from vlbias_nb.papers.social_counterfactuals.intersectional_probing import load_visogender
-    root = ctx.root("visogender")
-    labels = [str(p.relative_to(root)) for p in sorted(root.rglob("*O[OP]_Visogender_*.tsv"))]
-    return _resolution_bias(ctx, "visogender", load_visogender(root), "occupation", ["gender"], lambda o: f"a photo of a {o}", labels)
-
-def pata_bias(ctx: CardContext) -> list[dict]:
-    "PATA: mean MaxSkew@K over race, gender and age of each scene's images (SocialCounterfactuals Tab. 3)."
-    from vlbias_nb.papers.social_counterfactuals.intersectional_probing import load_pata
-    return _resolution_bias(ctx, "pata", load_pata(ctx.root("pata")), "scene", ["race", "gender", "age"],
-                            lambda s: f"a photo of a person in a {s} scene", ["pata_fairness.files.lst"])
-
-# %% ../../nbs/run/03_card.ipynb #b84910e6
-def gensynth_coco(ctx: CardContext) -> list[dict]:
-    "GenSynth Tab. 1: Bias@K / MaxSkew@K of neutralised-caption → image retrieval on COCO val, unbalanced and balanced."
-    from vlbias_nb.data.coco import load_coco_captions
-    from vlbias_nb.metrics import CI
-    from vlbias_nb.papers.gensynth.retrieval_baselines import (gender_labels_whitespace, caption_texts, balanced_subsample,
-                                                               embedding_table1_metrics, random_table1_metrics)
-    cfg, root = ctx.config, ctx.root("coco")
-    caps = load_coco_captions(root / "annotations" / "captions_val2017.json")
-    im = caps.images[[(root / "val2017" / f).is_file() for f in caps.images.file_name]].reset_index(drop=True)
-    if not len(im): raise MissingDataError(f"None of the images of {caps.path} is in {root / 'val2017'}.")
-    c = caps.captions[caps.captions.image_id.isin(set(im.id))].reset_index(drop=True)
-    by_img = c.groupby("image_id")["caption"].apply(list).to_dict()
-    labels = gender_labels_whitespace(by_img)
-    fp = dataset_fingerprint(root, ["annotations/captions_val2017.json"], "val2017/*")
-    T = ctx.encode_text(caption_texts(c.caption, "removed"))
-    I = ctx.image_embeddings("coco", [str(root / "val2017" / f) for f in im.file_name])
-    rows = []
-    for setting, keep in [("unbalanced", None), ("balanced", balanced_subsample(labels, seed=derive_seed(cfg.seed, "card", "balanced")))]:
-        ids = im.id.to_numpy() if keep is None else np.asarray(keep)
-        n_def = sum(labels[i] != "undefined" for i in ids)
-        bias_ks, skew_ks = [k for k in (5, 10) if k < len(ids)], [k for k in (25, 100) if k < n_def]   # K = all: no ranking
-        kw = dict(bias_ks=bias_ks, skew_ks=skew_ks)
-        per = embedding_table1_metrics(T, c.image_id.to_numpy(), I, im.id.to_numpy(), labels, keep=keep, **kw)
-        rnd = random_table1_metrics(c, labels, keep=keep, seed=derive_seed(cfg.seed, "card", "gensynth chance", setting), **kw)
-        for col in [f"bias@{k}" for k in bias_ks] + [f"maxskew@{k}" for k in skew_ks]:
-            x, r = per[col].to_numpy(float), rnd[col].to_numpy(float)
-            ci = bootstrap_ci(x, n_boot=cfg.n_boot, seed=derive_seed(cfg.seed, "card", "gensynth", setting, col))
-            lo, hi = np.nanquantile(r, [0.025, 0.975])
-            paper = paper_number("GenSynth", "Tab. 1", ctx.model_name, data=f"COCO val {setting}", metric=col)
-            m, k = col.split("@")
-            rows.append({**measure_row(f"gensynth.{m}@{k}.{setting}", np.nanmean(x), ci, len(x), int(k),
-                                       "0: as many male as female images" if m == "bias" else "the gendered images' shares",
-                                       CI(float(np.nanmean(r)), float(lo), float(hi)), f"COCO val 2017 {setting} ({len(ids)} images)",
-                                       fp, "GenSynth", f"GenSynth eq. {1 if m == 'bias' else 3}, Tab. 1: {m.capitalize()}@{k} "
-                                       f"of gender-neutralised caption → image retrieval ({setting})",
-                                       paper=paper, paper_source="GenSynth Tab. 1" if paper is not None else "",
-                                       higher_is="more male-skewed" if m == "bias" else "more biased", chance_band="single"),
-                         "n_items": len(ids)})
-    return rows
-
-# %% ../../nbs/run/03_card.ipynb #7b9d38d4
-def _zero_shot_rows(ctx: CardContext, key: str, data, fp: str, paper_note: str) -> list[dict]:
-    from vlbias_nb.methods.zero_shot import zero_shot_classifier
-    from vlbias_nb.methods.downstream import imagenet_templates
-    cfg = ctx.config
-    clf = zero_shot_classifier(_TextOnly(ctx), data.classnames, data.templates or imagenet_templates())
-    emb = ctx.image_embeddings(key, data.images)
-    correct = (clf.predict(emb) == np.asarray(data.labels)).astype(float)
-    ci = bootstrap_ci(correct, n_boot=cfg.n_boot, seed=derive_seed(cfg.seed, "card", "zero-shot", key))
-    n_c = len(data.classnames)
-    return [{**measure_row(f"capability.zero_shot.{key}", correct.mean(), ci, len(correct), 1, "the labels",
-                           1 / n_c, f"{CARD_DATASETS[key].name} ({len(correct)} images)", fp, paper_note,
-                           f"zero-shot top-1 accuracy over {n_c} classes (Radford et al. 2021 templates)", kind="capability",
-                           higher_is="more accurate"), "n_items": len(correct)}]
-
-def zero_shot_cifar(key: str) -> Callable:
-    "The capability task of CIFAR-10 or CIFAR-100 (`key`)."
-    def run(ctx: CardContext) -> list[dict]:
-        from vlbias_nb.methods.downstream import load_cifar10, load_cifar100
-        root = ctx.root(key)
-        data = (load_cifar10 if key == "cifar10" else load_cifar100)(root, split="test", check_md5=False)
-        sub = "cifar-10-batches-py" if key == "cifar10" else "cifar-100-python"
-        fp = dataset_fingerprint(root, [f"{sub}/{'test_batch' if key == 'cifar10' else 'test'}"], "none")
-        return _zero_shot_rows(ctx, key, data, fp, "Prompt Array")
-    run.__doc__ = f"Zero-shot top-1 accuracy on {key} test."
-    return run
-
-# %% ../../nbs/run/03_card.ipynb #1783749f
-def zero_shot_imagenet(ctx: CardContext) -> list[dict]:
-    "Zero-shot top-1 accuracy on ImageNet val with CLIP's class names and 80 templates."
-    from vlbias_nb.methods.downstream import load_imagenet_val
-    root = ctx.root("imagenet")
-    data = load_imagenet_val(root)
-    labels = [f for f in ("LOC_val_solution.csv", "LOC_synset_mapping.txt") if (root / f).is_file()]
-    return _zero_shot_rows(ctx, "imagenet", data, dataset_fingerprint(root, labels, "**/*"), "Prompt Array")
-
-# %% ../../nbs/run/03_card.ipynb #d5f69a33
-def flickr30k_recall(ctx: CardContext) -> list[dict]:
-    "Text → image Recall@K (K = 1, 5, 10) on the Flickr30K test split."
-    from vlbias_nb.methods.downstream import load_flickr30k
-    from vlbias_nb.metrics import recall_at_k
-    cfg, root = ctx.config, ctx.root("flickr30k")
-    data = load_flickr30k(root, "test")
-    T = ctx.encode_text(data.captions)
-    I = ctx.image_embeddings("flickr30k", [str(p) for p in data.images])
-    S = T @ I.T
-    rel = np.zeros(S.shape, bool); rel[np.arange(len(T)), data.caption_image] = True
-    fp = dataset_fingerprint(root, ["dataset_flickr30k.json"], "flickr30k-images/*")
-    rows = []
-    for k in (1, 5, 10):
-        if k >= len(data.images): continue
-        x = recall_at_k(S, rel, k).astype(float)
-        ci = bootstrap_ci(x, n_boot=cfg.n_boot, seed=derive_seed(cfg.seed, "card", "flickr", k))
-        rows.append({**measure_row(f"capability.flickr30k.recall@{k}", x.mean(), ci, len(x), k, "the paired image",
-                                   k / len(data.images), f"Flickr30K test ({len(data.images)} images)", fp, "Prompt Array",
-                                   f"text → image Recall@{k} (Prompt Array Tab. 2: Flickr R@5)", kind="capability",
-                                   higher_is="more accurate"), "n_items": len(data.images)})
-    return rows
-
-# %% ../../nbs/run/03_card.ipynb #32cf61da
-def coco_recall(ctx: CardContext) -> list[dict]:
-    "Text → image Recall@K (K = 1, 5, 10) of the COCO val 2017 captions among the val images present (not Karpathy's 5k test split)."
-    from vlbias_nb.data.coco import load_coco_captions
-    from vlbias_nb.metrics import recall_at_k
-    cfg, root = ctx.config, ctx.root("coco")
-    caps = load_coco_captions(root / "annotations" / "captions_val2017.json")
-    im = caps.images[[(root / "val2017" / f).is_file() for f in caps.images.file_name]].reset_index(drop=True)
-    if not len(im): raise MissingDataError(f"None of the images of {caps.path} is in {root / 'val2017'}.")
-    c = caps.captions[caps.captions.image_id.isin(set(im.id))].reset_index(drop=True)
-    pos = {i: j for j, i in enumerate(im.id)}
-    T = ctx.encode_text(c.caption)
-    I = ctx.image_embeddings("coco", [str(root / "val2017" / f) for f in im.file_name])
-    S = T @ I.T
-    rel = np.zeros(S.shape, bool); rel[np.arange(len(T)), [pos[i] for i in c.image_id]] = True
-    fp = dataset_fingerprint(root, ["annotations/captions_val2017.json"], "val2017/*")
-    rows = []
-    for k in (1, 5, 10):
-        if k >= len(im): continue
-        x = recall_at_k(S, rel, k).astype(float)
-        ci = bootstrap_ci(x, n_boot=cfg.n_boot, seed=derive_seed(cfg.seed, "card", "coco recall", k))
-        rows.append({**measure_row(f"capability.coco.recall@{k}", x.mean(), ci, len(x), k, "the paired image", k / len(im),
-                                   f"COCO val 2017 ({len(im)} images)", fp, "GenSynth",
-                                   f"text → image Recall@{k} of the original captions among the COCO val images present",
-                                   kind="capability", higher_is="more accurate"), "n_items": len(im)})
-    return rows
-
-# %% ../../nbs/run/03_card.ipynb #0433a003
-CARD_TASKS: dict[str, CardTask] = {t.name: t for t in [
-    CardTask("gab.text_bias", "GAB", "text-encoder gender-activity bias (Tab. 1)", None, gab_text_bias),
-    CardTask("gab.binding", "GAB", "image → text / text → image gender-activity binding accuracy on the GAB image groups (§5.2)",
-             "gab", gab_binding),
-    CardTask("prompt_array.fairface", "Prompt Array", "MaxSkew@1000, NDKL (gender, race, age) and WEAT on FairFace val (Tab. 2, App. A)",
-             "fairface", prompt_array_fairface),
-    CardTask("social_counterfactuals.maxskew", "SocialCounterfactuals", "MaxSkew@K per segment over counterfactual sets (§4.1)",
-             "social_counterfactuals", social_counterfactuals_maxskew),
-    CardTask("gensynth.coco", "GenSynth", "Bias@K, MaxSkew@K of neutralised COCO val captions, unbalanced and balanced (Tab. 1)",
-             "coco", gensynth_coco),
-    CardTask("prompt_array.harmful", "Prompt Array", "harmful zero-shot misclassification on FairFace val (App. G, Tab. 6)",
-             "fairface", prompt_array_harmful),
-    CardTask("social_counterfactuals.visogender", "SocialCounterfactuals", "VisoGender resolution bias (Tab. 3)", "visogender", visogender_bias),
-    CardTask("social_counterfactuals.pata", "SocialCounterfactuals", "PATA resolution bias (Tab. 3)", "pata", pata_bias),
-    CardTask("capability.cifar10", "Prompt Array", "zero-shot CIFAR-10 accuracy", "cifar10", zero_shot_cifar("cifar10"), "capability"),
-    CardTask("capability.cifar100", "Prompt Array", "zero-shot CIFAR-100 accuracy", "cifar100", zero_shot_cifar("cifar100"), "capability"),
-    CardTask("capability.imagenet", "Prompt Array", "zero-shot ImageNet val accuracy", "imagenet", zero_shot_imagenet, "capability"),
-    CardTask("capability.coco", "GenSynth", "COCO val 2017 text → image Recall@1/5/10 (images present)", "coco", coco_recall, "capability"),
-    CardTask("capability.flickr30k", "Prompt Array", "Flickr30K test text → image Recall@1/5/10", "flickr30k", flickr30k_recall, "capability"),
-]}
-
-NOT_YET_TASKS: dict[str, str] = {}   # measures of issue 24 the card does not compute yet, and why (listed in every card)
-
-def task_status(task: CardTask, roots: dict | None = None) -> tuple[bool, str]:
-    "`(runs, why not)`: whether `task`'s data is present, else what it needs and which variable to set."
-    if task.dataset is None: return True, ""
-    d, root = CARD_DATASETS[task.dataset], dataset_root(task.dataset, roots)
-    if d.present(root): return True, ""
-    how = f"set {d.env} (or --data {task.dataset}=DIR)" if d.env else f"pass --data {task.dataset}=DIR"
-    return False, f"skipped: needs {d.name} ({d.needs}) in {root}; {how}"
+__all__ = ['SCHEMA_VERSION', 'CARD_SCHEMA', 'LABEL_SUFFIXES', 'SITE_CARDS', 'RESERVED_CARD_PAGES', 'model_record', 'data_state',
+           'run_tasks', 'card_schema', 'validate_card', 'build_card', 'card_figure', 'card_table_lines',
+           'card_skipped_lines', 'card_markdown', 'write_card_outputs', 'make_card', 'CardInputError', 'find_cards',
+           'leaderboard', 'bias_accuracy_figure', 'compare_cards', 'card_slug', 'card_provenance', 'card_page_markdown',
+           'publish_card', 'leaderboard_page_markdown', 'publish_leaderboard', 'process_rank', 'shard_models',
+           'card_parser', 'read_models_file', 'check_card_args', 'torch_cuda_count', 'card_main']
 
 # %% ../../nbs/run/03_card.ipynb #1547f6c1
 SCHEMA_VERSION = "1.0"
@@ -882,31 +113,10 @@ def card_schema() -> dict:
     "The JSON Schema of `card.json` (`vlbias_nb/resources/card/card.schema.json`)."
     return read_resource_json(CARD_SCHEMA)
 
-def _mini_validate(x, s: dict, where: str = "card"):
-    "A small JSON Schema subset (type, required, properties, additionalProperties, items, enum) for machines without jsonschema."
-    types = {"object": dict, "array": list, "string": str, "number": (int, float), "integer": int, "boolean": bool, "null": type(None)}
-    ts = s.get("type")
-    if ts is not None:
-        ts = [ts] if isinstance(ts, str) else ts
-        if not any(isinstance(x, types[t]) and not (t in ("number", "integer") and isinstance(x, bool)) for t in ts):
-            raise ValueError(f"{where}: {x!r} is not of type {ts}")
-    if "enum" in s and x not in s["enum"]: raise ValueError(f"{where}: {x!r} is not one of {s['enum']}")
-    if isinstance(x, dict):
-        for k in s.get("required", []):
-            if k not in x: raise ValueError(f"{where}: '{k}' is a required property")
-        for k, v in x.items():
-            if k in s.get("properties", {}): _mini_validate(v, s["properties"][k], f"{where}.{k}")
-            elif isinstance(s.get("additionalProperties"), dict): _mini_validate(v, s["additionalProperties"], f"{where}.{k}")
-            elif s.get("additionalProperties") is False: raise ValueError(f"{where}: unexpected property '{k}'")
-    if isinstance(x, list) and "items" in s:
-        for i, v in enumerate(x): _mini_validate(v, s["items"], f"{where}[{i}]")
-
 def validate_card(card: dict) -> dict:
-    "Raise `ValueError` naming the first field of `card` that does not follow the schema; returns `card`."
-    s = card_schema()
-    try: import jsonschema
-    except ImportError: _mini_validate(card, s); return card
-    try: jsonschema.validate(card, s)
+    "Raise `ValueError` naming the first field of `card` that does not follow the schema (`jsonschema`); returns `card`."
+    import jsonschema                      # installed with nbformat, a core requirement
+    try: jsonschema.validate(card, card_schema())
     except jsonschema.ValidationError as e:
         raise ValueError(f"card.json does not follow the schema at {'/'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}") from None
     return card
@@ -999,11 +209,13 @@ def make_card(given: str, # the model name, any form (`normalise_model_name`)
               resume: bool = False, # skip tasks whose result for this model is already in out_dir
               model=None, # an already built model (e.g. a `PlantedCardModel`); default: loaded by name
               cache: EmbeddingCache | None | bool = True, # the embedding cache (True: the project's; None/False: none)
+              resolved: dict | None = None, # `given`'s record from `resolve_card_model`, when the caller resolved it already
              ) -> dict:
     "Run the card of one model and write `card.json`, `card.md`, `card.png`; returns the card."
     config = config or CardConfig()
-    resolved = None if model is not None else resolve_card_model(given)
-    if model is None: model = load_card_model(given, device=device, seed=config.seed)
+    if model is None:                                            # the name is resolved once per run, then loaded from its record
+        resolved = resolved or resolve_card_model(given)
+        model = load_card_model(resolved, device=device, seed=config.seed)
     out_dir = Path(out_dir) if out_dir else project_root() / "runs" / "card" / _slug(given)
     cache = EmbeddingCache() if cache is True else (cache or None)
     ctx = CardContext(model, getattr(model, "name", given), dict(roots or {}), config, cache)
@@ -1239,7 +451,7 @@ def read_models_file(path) -> list[str]:
 
 # %% ../../nbs/run/03_card.ipynb #1b4416a1
 def check_card_args(args) -> dict:
-    "Validate every argument before work starts; returns `{models, roots, out, only}`. Raises `CardInputError` naming the input."
+    "Validate every argument before work starts; returns `{models, roots, out, only, resolved}`. Raises `CardInputError` naming the input."
     if getattr(args, "publish", False) and not in_checkout():
         raise CardInputError("--publish writes the site's pages (nbs/cards/) of a checkout of vlbias-nb; this is an installed "
                              "copy: clone the repository to publish, or run without --publish.")
@@ -1248,11 +460,12 @@ def check_card_args(args) -> dict:
     if args.compare:
         if args.models or args.models_file: raise CardInputError("give either models or --compare, not both.")
         find_cards(args.compare)
-        return dict(models=[], roots={}, out=out or Path("runs/card/compare"), only=None)
+        return dict(models=[], roots={}, out=out or Path("runs/card/compare"), only=None, resolved={})
     models = list(args.models) + (read_models_file(args.models_file) if args.models_file else [])
     if not models: raise CardInputError("no model given: name one (e.g. 'vlbias card tiny-clip'), or --models FILE, or --compare.")
+    resolved = {}
     for m in models:                                        # offline: names, then whether the weights are here
-        try: r = resolve_card_model(m)
+        try: resolved[m] = r = resolve_card_model(m)
         except (UnknownModelError, MissingWeightsError, ValueError) as e:
             raise CardInputError(f"model {m!r}: {str(e).splitlines()[0]}") from None
         if r["status"] == "missing": raise CardInputError(f"model {m!r}: {r['how']}")
@@ -1268,7 +481,7 @@ def check_card_args(args) -> dict:
     if not re.fullmatch(r"auto|cpu|mps|cuda(:\d+)?", args.device): raise CardInputError(f"--device {args.device!r}: one of auto, cpu, cuda, cuda:N, mps.")
     if args.device.startswith("cuda") and int((args.device + ":0").split(":")[1]) >= torch_cuda_count():
         raise CardInputError(f"--device {args.device!r}: this machine has {torch_cuda_count()} CUDA device(s).")
-    return dict(models=models, roots=roots, out=out, only=args.only)
+    return dict(models=models, roots=roots, out=out, only=args.only, resolved=resolved)
 
 # %% ../../nbs/run/03_card.ipynb #945e21cd
 def torch_cuda_count() -> int:
@@ -1299,7 +512,7 @@ def card_main(argv: Sequence[str] | None = None) -> int:
         cfg = CardConfig(seed=args.seed, batch_size=args.batch_size, progress=not args.no_progress)
         for m in shard_models(a["models"], rank, world):
             d = _card_dir(a["out"], m, several)
-            card = make_card(m, d, a["only"], a["roots"], cfg, device, args.resume)
+            card = make_card(m, d, a["only"], a["roots"], cfg, device, args.resume, resolved=a["resolved"].get(m))
             print(f"{m}: {len(card['measures'])} measure(s), {len(card['skipped'])} task(s) skipped -> {d / 'card.json'}")
             if args.publish: print(f"published: {publish_card(d)['page']}")
         if several:
