@@ -19,10 +19,10 @@ from .prompts import TEST_TEMPLATES
 # %% auto #0
 __all__ = ['WEAT_PAIRS', 'AUTHORS_WEAT_PAIRS', 'PROMPT_ARRAY_TEMPLATE', 'AGARWAL_HARMFUL_CLASSES', 'prompt_bias',
            'aggregate_bias', 'bias_ci', 'random_ranking_bias', 'random_ranking_draws', 'mean_chance_band',
-           'target_distribution', 'target_note', 'weat_template_sensitivity', 'weat_label_null', 'weat_sign_summary',
-           'demographic_classnames', 'harmful_class_set', 'harmful_misclassification',
-           'harmful_misclassification_rates', 'appended_text_features', 'AppendedTokensView', 'zero_pad_view',
-           'text_to_image_recall', 'image_to_text_recall']
+           'target_distribution', 'target_note', 'weat_template_sensitivity', 'weat_label_null',
+           'weat_bootstrap_effects', 'sign_flips', 'weat_sign_summary', 'demographic_classnames', 'harmful_class_set',
+           'harmful_misclassification', 'harmful_misclassification_rates', 'appended_text_features',
+           'AppendedTokensView', 'zero_pad_view', 'text_to_image_recall', 'image_to_text_recall']
 
 # %% ../../../nbs/papers/prompt_array/01_evaluation.ipynb #d910bd7b
 def prompt_bias(text_emb, # unit text embeddings `(n_prompts, d)`, one per row of `prompts`
@@ -180,6 +180,39 @@ def weat_label_null(concepts: Sequence, # per template, `(C1, C2)` text embeddin
         out[i] = [weat_effect_size(C1, C2, X[s == groups[0]], X[s == groups[1]]) for C1, C2 in concepts]
     return out
 
+def _unit_rows(X):
+    X = np.asarray(X, np.float64)
+    return X / np.maximum(np.linalg.norm(X, axis=-1, keepdims=True), 1e-12)
+
+def weat_bootstrap_effects(concepts: Sequence, # per template, `(C1, C2)` text embeddings of the concept pairs
+                           A1, A2, # image embeddings of the two groups
+                           n_boot: int = 2000, # bootstrap resamples of the images
+                           seed: int = 0, # seeds the resampling
+                           ddof: int = 1, # as `metrics.weat_effect_size`
+                           chunk: int = 200, # resamples computed at once
+                          ) -> np.ndarray:
+    """WEAT effect size (eq. 7) of every template on `n_boot` resamples of the images (each group resampled within itself,
+    the same resample for all templates; the concepts are fixed): `(n_boot, n_templates)`, for intervals of each
+    template's effect, their mean and their sign flips."""
+    A1, A2 = _unit_rows(A1), _unit_rows(A2)
+    rng = np.random.default_rng(derive_seed(seed, "weat bootstrap"))
+    S = [(_unit_rows(np.vstack([C1, C2])), len(C1)) for C1, C2 in concepts]
+    S1 = [C @ A1.T for C, _ in S]; S2 = [C @ A2.T for C, _ in S]
+    out = np.empty((n_boot, len(concepts)))
+    for b0 in range(0, n_boot, chunk):
+        b = min(chunk, n_boot - b0)
+        w1 = rng.multinomial(len(A1), np.full(len(A1), 1 / len(A1)), size=b) / len(A1)
+        w2 = rng.multinomial(len(A2), np.full(len(A2), 1 / len(A2)), size=b) / len(A2)
+        for t, ((_, k1), s1, s2) in enumerate(zip(S, S1, S2)):
+            s = w1 @ s1.T - w2 @ s2.T                                    # (b, concepts): eq. 5 per concept
+            out[b0:b0 + b, t] = (s[:, :k1].mean(1) - s[:, k1:].mean(1)) / s.std(1, ddof=ddof)
+    return out
+
+def sign_flips(effects) -> np.ndarray:
+    "Per row of `effects` (`(..., n_templates)`): templates whose effect has the other sign than the row's mean (0 counts for neither)."
+    e = np.asarray(effects, float)
+    return (np.sign(e) == -np.sign(e.mean(-1, keepdims=True))).sum(-1) * (e.mean(-1) != 0)
+
 def weat_sign_summary(per_template: pd.DataFrame, # `weat_template_sensitivity` output: `effect_size`, `p_value` per template
                       alpha: float = 0.05, # significance level of the one-sided p (eq. 6)
                      ) -> dict:
@@ -187,10 +220,8 @@ def weat_sign_summary(per_template: pd.DataFrame, # `weat_template_sensitivity` 
     (templates whose effect has the other sign than the mean; 0 effect counts for neither), `n_significant` (p < alpha),
     and the smallest and largest effect."""
     es, p = per_template.effect_size.to_numpy(float), per_template.p_value.to_numpy(float)
-    mean = float(es.mean())
-    return dict(mean_effect=mean, n_templates=len(es), n_positive=int((es > 0).sum()), n_negative=int((es < 0).sum()),
-                sign_flips=int((np.sign(es) == -np.sign(mean)).sum()) if mean != 0 else 0,
-                n_significant=int((p < alpha).sum()), effect_min=float(es.min()), effect_max=float(es.max()))
+    return dict(mean_effect=float(es.mean()), n_templates=len(es), n_positive=int((es > 0).sum()), n_negative=int((es < 0).sum()),
+                sign_flips=int(sign_flips(es)), n_significant=int((p < alpha).sum()), effect_min=float(es.min()), effect_max=float(es.max()))
 
 # %% ../../../nbs/papers/prompt_array/01_evaluation.ipynb #ab635ee9
 PROMPT_ARRAY_TEMPLATE = DEFAULT_TEMPLATE   # App. G: "a photo of a {}", the standard for all other CLIP measurements
