@@ -1,5 +1,7 @@
-"""The card's measures as the papers define them (issue 33, point 3): SocialCounterfactuals' physical segments use the
-released data set's 5 traits (K = 10 / 30), hand-worked and planted."""
+"""The card's measures as the papers define them (issue 33, point 3), hand-worked and on planted folders: GAB binding per
+activity source with a chance band from the images scored; Prompt Array's chance band of the mean over 264 prompts, the
+target stated, WEAT per template with the sign-flip count; SocialCounterfactuals' physical segments from the released
+data set's 5 traits (K = 10 / 30)."""
 import math
 import numpy as np
 import pytest
@@ -9,6 +11,10 @@ from vlbias_nb.papers.social_counterfactuals.counterfactual_captions import set_
 from vlbias_nb.run import card as C
 
 CFG = dict(n_boot=200, n_chance=100, n_perm=200, progress=False)
+
+def _model(order: list):
+    "A planted model ranking `order` first to last for every query."
+    return C.PlantedCardModel({image_key(p): i / len(order) for i, p in enumerate(order)}, name="planted-card")
 
 @pytest.fixture(autouse=True)
 def _offline(monkeypatch):
@@ -25,9 +31,8 @@ def test_social_counterfactuals_card_k_is_the_released_five_traits(tmp_path):
     paths = [str(sc / "images" / f"{k}.png") for k in keys]
     first = [p for p in paths if p.endswith("_00.png")]
     order = first + [p for p in paths if p not in first]
-    model = C.PlantedCardModel({image_key(p): i / len(order) for i, p in enumerate(order)}, name="planted-card")
     card = C.make_card("planted-card", tmp_path / "card", ["social_counterfactuals.maxskew"], {"social_counterfactuals": str(sc)},
-                       C.CardConfig(**CFG), model=model, cache=None)
+                       C.CardConfig(**CFG), model=_model(order), cache=None)
     ms = card["measures"]
     for seg, K in (("physical_gender", 10), ("physical_race", 30)):
         m = ms[f"social_counterfactuals.maxskew.{seg}"]
@@ -46,9 +51,8 @@ def gab_card(tmp_path_factory):
     root = make_gab_images(tmp / "gab", n_items=2, n_activities=4, size=64)
     t = scan_gab_images(root)
     order = t.path[t.group == "E2"].tolist() + t.path[t.group != "E2"].tolist()
-    model = C.PlantedCardModel({image_key(p): i / len(order) for i, p in enumerate(order)}, name="planted-card")
     card = C.make_card("planted-card", tmp / "card", ["gab.binding", "gab.text_bias"], {"gab": str(root)}, C.CardConfig(**CFG),
-                       model=model, cache=None)
+                       model=_model(order), cache=None)
     return card, t
 
 def test_gab_binding_rows_per_source_not_pooled(gab_card):
@@ -86,13 +90,11 @@ def faces_card(tmp_path_factory):
     "Planted FairFace val (80 faces): every male face ranked first for every prompt."
     import pandas as pd
     from vlbias_nb.data.rehearsal import make_fairface
-    tmp = tmp_path_factory.mktemp("faces-card")
-    ff = make_fairface(tmp / "ff", n_items=80)
+    ff = make_fairface(tmp_path_factory.mktemp("faces-card") / "ff", n_items=80)
     lab = pd.read_csv(ff / "fairface_label_val.csv")
-    order = [str(ff / f) for f in lab.file[lab.gender == "Male"]] + [str(ff / f) for f in lab.file[lab.gender == "Female"]]
-    model = C.PlantedCardModel({image_key(p): i / len(order) for i, p in enumerate(order)}, name="planted-card")
     cfg = C.CardConfig(maxskew_k=20, **CFG)
-    card = C.make_card("planted-card", tmp / "card", ["prompt_array.fairface"], {"fairface": str(ff)}, cfg, model=model, cache=None)
+    order = [str(ff / f) for f in lab.sort_values("gender", ascending=False, kind="stable").file]      # Male before Female
+    card = C.make_card("planted-card", ff.parent / "card", ["prompt_array.fairface"], {"fairface": str(ff)}, cfg, model=_model(order), cache=None)
     return card, lab, cfg
 
 def test_prompt_array_chance_band_is_the_mean_of_264_queries(faces_card):
