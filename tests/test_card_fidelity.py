@@ -108,6 +108,8 @@ def test_prompt_array_chance_band_is_the_mean_of_264_queries(faces_card):
     band = mean_chance_band(draws["maxskew"], 264, seed=derive_seed(cfg.seed, "card", "prompt array mean chance", "gender", "maxskew"))
     assert (m["chance"], m["chance_low"], m["chance_high"]) == pytest.approx(tuple(band), abs=1e-12)
     single = random_ranking_bias(lab.gender, n_queries=cfg.n_chance, k=20, seed=seed)
+    assert (m["single_query_chance_low"], m["single_query_chance_high"]) == pytest.approx(
+        (single["maxskew_chance_low"], single["maxskew_chance_high"]), abs=1e-12)     # one query's band kept beside it
     assert m["chance"] == pytest.approx(single["maxskew"], abs=1e-12)               # the same level ...
     # ... but the band of a mean of 264 queries is about sqrt(264) = 16 times narrower than one query's
     assert (single["maxskew_chance_high"] - single["maxskew_chance_low"]) > 5 * (m["chance_high"] - m["chance_low"])

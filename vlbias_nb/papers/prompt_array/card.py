@@ -57,7 +57,9 @@ def prompt_array_fairface(ctx: CardContext) -> list[dict]:
                               f"of the {len(pb)} Tab. 1 prompts over the faces by {attr}, mean over the prompts{ours}; chance: the "
                               f"mean of {len(pb)} random-ranking queries", paper=paper,
                               paper_source="Prompt Array Tab. 2" if paper is not None else "", chance_band="mean")
-            rows.append({**row, "n_items": len(ds), "target": desired})
+            one = np.quantile(draws[m], [0.025, 0.975])     # one random query's band: a model whose prompts rank alike sits in it
+            rows.append({**row, "n_items": len(ds), "target": desired, "single_query_chance_low": float(one[0]),
+                         "single_query_chance_high": float(one[1])})
     rows += _weat_rows(ctx, img, ds.attribute("gender"), dname, fp)
     return rows
 
