@@ -77,7 +77,7 @@ def _weat_rows(ctx: CardContext, img, genders, dataset: str, fp: str) -> list[di
     Cs = [(ctx.encode_text([t.format(a) for a, _ in AUTHORS_WEAT_PAIRS]), ctx.encode_text([t.format(b) for _, b in AUTHORS_WEAT_PAIRS]))
           for t in TEST_TEMPLATES]
     boot = weat_bootstrap_effects(Cs, img[g == groups[0]], img[g == groups[1]], n_boot=cfg.n_boot, seed=derive_seed(cfg.seed, "card", "weat ci"))
-    null = weat_label_null(Cs, img, g, groups, n_perm=max(20, cfg.n_chance // 10), seed=derive_seed(cfg.seed, "card", "weat chance"))
+    null = weat_label_null(Cs, img, g, groups, n_perm=cfg.n_chance, seed=derive_seed(cfg.seed, "card", "weat chance"))
     q = lambda a: np.quantile(a, [0.025, 0.975], axis=0)
     (blo, bhi), (nlo, nhi) = q(boot), q(null)
     base, rows = "0: no differential association", []

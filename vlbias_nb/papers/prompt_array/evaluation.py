@@ -163,26 +163,33 @@ def weat_template_sensitivity(encode_text: Callable, # texts -> unit text embedd
     return pd.DataFrame(rows)
 
 # %% ../../../nbs/papers/prompt_array/01_evaluation.ipynb #fidpa03
+def _unit_rows(X):
+    X = np.asarray(X, np.float64)
+    return X / np.maximum(np.linalg.norm(X, axis=-1, keepdims=True), 1e-12)
+
 def weat_label_null(concepts: Sequence, # per template, `(C1, C2)` text embeddings of the concept pairs
-                    image_emb, # unit image embeddings `(n_images, d)`
+                    image_emb, # image embeddings `(n_images, d)`
                     attrs, # the attribute label of each image
                     groups: tuple, # the two labels (A1, A2)
                     n_perm: int = 100, # random relabellings
                     seed: int = 0, # seeds the relabellings
+                    ddof: int = 1, # as `metrics.weat_effect_size`
                    ) -> np.ndarray:
-    "WEAT effect size (eq. 7) of every template under `n_perm` random relabellings of the images (group sizes kept): `(n_perm, n_templates)`."
+    """WEAT effect size (eq. 7) of every template under `n_perm` random relabellings of the images (group sizes kept):
+    `(n_perm, n_templates)`. The concept–image cosines are computed once; a relabelling only regroups them."""
     X, g = np.asarray(image_emb), np.asarray(attrs)
     if len(X) != len(g): raise ValueError(f"{len(X)} image embeddings for {len(g)} attribute labels")
+    X = _unit_rows(X)
     rng = np.random.default_rng(derive_seed(seed, "weat label null"))
+    S = [(_unit_rows(np.vstack([C1, C2])) @ X.T, len(C1)) for C1, C2 in concepts]     # (concepts, images) cosines
     out = np.empty((n_perm, len(concepts)))
     for i in range(n_perm):
         s = rng.permutation(g)
-        out[i] = [weat_effect_size(C1, C2, X[s == groups[0]], X[s == groups[1]]) for C1, C2 in concepts]
+        a, b = s == groups[0], s == groups[1]
+        for t, (St, k1) in enumerate(S):
+            w = St[:, a].mean(1) - St[:, b].mean(1)                                   # eq. 5 per concept
+            out[i, t] = (w[:k1].mean() - w[k1:].mean()) / w.std(ddof=ddof)
     return out
-
-def _unit_rows(X):
-    X = np.asarray(X, np.float64)
-    return X / np.maximum(np.linalg.norm(X, axis=-1, keepdims=True), 1e-12)
 
 def weat_bootstrap_effects(concepts: Sequence, # per template, `(C1, C2)` text embeddings of the concept pairs
                            A1, A2, # image embeddings of the two groups
