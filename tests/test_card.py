@@ -393,9 +393,10 @@ def test_planted_gab_text_to_image(tmp_path, monkeypatch):
     card = C.make_card("planted-card", tmp_path / "card", ["gab.binding"], {}, C.CardConfig(**CFG),
                        model=C.PlantedCardModel(_positions(order)), cache=None)
     ms = card["measures"]
-    _inside(ms["gab.t2i.E2"], 1.0); _inside(ms["gab.t2i.U2"], 0.0)
-    assert ms["gab.t2i.E2"]["n"] == 4 and ms["gab.t2i.E2"]["chance"] == 0.5
-    assert {"gab.i2t.E2.two", "gab.i2t.U2.two", "gab.binding_drop"} <= set(ms)
+    src = sorted(t.source.unique())[0]                                  # per activity source (GAB Fig. 2, 5, 6; §5.2.3)
+    _inside(ms[f"gab.t2i.{src}.E2"], 1.0); _inside(ms[f"gab.t2i.{src}.U2"], 0.0)
+    assert ms[f"gab.t2i.{src}.E2"]["n"] == 4 and ms[f"gab.t2i.{src}.E2"]["chance"] == 0.5
+    assert {f"gab.i2t.{src}.acc_E2", f"gab.i2t.{src}.acc_U2", f"gab.i2t.{src}.drop_binding"} <= set(ms)
     monkeypatch.setenv("VLBIAS_GAB_IMAGES", str(tmp_path / "none"))
     ok, why = C.task_status(C.CARD_TASKS["gab.binding"])
     assert not ok and why.startswith("skipped: needs GAB image groups") and why.endswith("set VLBIAS_GAB_IMAGES (or --data gab=DIR)")

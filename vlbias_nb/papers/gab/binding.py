@@ -8,8 +8,9 @@ import re
 from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
+import scipy.stats
 from .activities import GENDER_NOUNS, activity_phrase, activity_table, load_gab_activities
-from ...metrics import paired_choice, recall_at_k, reciprocal_rank, bootstrap_ci
+from ...metrics import paired_choice, recall_at_k, reciprocal_rank, bootstrap_ci, CI
 from ...resources import read_resource_csv
 from ...methods.card import paper_model_aliases
 from ...report import compare_with_paper, paper_values, random_weight_model
@@ -17,15 +18,16 @@ from ...seeds import derive_seed, numpy_rng
 
 # %% auto #0
 __all__ = ['GROUPS', 'AUTHOR_FOLDERS', 'TEMPLATES', 'I2T_PHRASES', 'I2T_SETTINGS', 'AR_CHANCE', 'NEUTRAL_TRUTHS', 'PAPER_MODELS',
-           'AR_TABLES', 'other_gender', 'group_performer', 'group_persons', 'group_of', 'group_folder', 'gab_caption',
-           'reversed_caption', 'i2t_phrase', 'group_table', 'scan_gab_images', 'embed_captions', 'PlantedTextEncoder',
-           'planted_binding_data', 'over_activities', 'mean_over_models_ci', 'image_to_text_scores',
-           'accuracy_per_activity', 'accuracy_by_group', 'image_to_text_experiment', 'binding_drops',
-           'pair_probability', 'authors_choice', 'encoder_biased', 't2i_per_activity', 'pair_groups',
-           'text_to_image_experiment', 't2i_accuracy', 'neutral_preference_share', 'text_encoder_bias',
-           'text_encoder_bias_share', 'activity_recognition', 'activity_recognition_summary',
-           'release_text_encoder_bias', 'release_t2i_pairs', 'paper_model_values', 'paper_tab1',
-           'paper_activity_recognition', 'paper_averages', 'compare_by_model']
+           'AR_TABLES', 'FIG2_BARS', 'FIG2_DROPS', 'SOURCE_FIGURES', 'STEREOTYPICAL', 'other_gender', 'group_performer',
+           'group_persons', 'group_of', 'group_folder', 'gab_caption', 'reversed_caption', 'i2t_phrase', 'group_table',
+           'scan_gab_images', 'embed_captions', 'PlantedTextEncoder', 'planted_binding_data', 'over_activities',
+           'mean_over_models_ci', 'image_chance_band', 'image_to_text_scores', 'accuracy_per_activity',
+           'accuracy_by_group', 'image_to_text_experiment', 'binding_drops', 'pair_probability', 'authors_choice',
+           'encoder_biased', 't2i_per_activity', 'pair_groups', 'text_to_image_experiment', 't2i_accuracy',
+           'neutral_preference_share', 'text_encoder_bias', 'text_encoder_bias_share', 'activity_recognition',
+           'activity_recognition_summary', 'release_text_encoder_bias', 'release_t2i_pairs', 'paper_model_values',
+           'paper_tab1', 'paper_activity_recognition', 'paper_averages', 'compare_by_model', 'binding_by_source',
+           't2i_by_source']
 
 # %% ../../../nbs/papers/gab/01_binding.ipynb #1cceef91
 GROUPS = ("E1", "E2", "U1", "U2")
@@ -223,6 +225,33 @@ def mean_over_models_ci(per_activity: pd.DataFrame, # `model`, `source`, `activi
     "Mean over models of each model's mean over activities, with a 95 % bootstrap interval resampling the activities for all models jointly (`metrics.CI`)."
     A = per_activity.pivot_table(index=["source", "activity"], columns="model", values=value, aggfunc="mean").to_numpy(float)
     return bootstrap_ci(A, stat=lambda a: float(np.nanmean(np.nanmean(a, axis=0))), seed=derive_seed(seed, "mean over models", value))
+
+# %% ../../../nbs/papers/gab/01_binding.ipynb #fid00001
+def image_chance_band(n_images, # images (or choices) scored per activity; under chance each is an independent coin
+                      p: float = 0.5, # a coin's chance of being right (one of two captions or two images: 0.5)
+                      minus=None, # per-activity counts of a second group: the band of the difference of the two means (a drop)
+                      level: float = 0.95, # the central share of the chance distribution reported as (low, high)
+                      n_draws: int = 20_000, # simulated chance runs where no closed form applies
+                      seed: int = 0, # seeds the simulation
+                     ) -> CI:
+    """Chance level and band of GAB's reported statistic, the mean over activities of each activity's accuracy (§5.2.1,
+    Fig. 2), when every scored image is a coin flip: the images actually scored are the trials, not each activity's mean
+    as one flip. With equal counts the statistic is the pooled share of N = sum(n_images) images, exactly Binomial(N, p)/N;
+    with unequal counts (or a drop E2 − U2 / U1 − U2, `minus`) the band comes from `n_draws` simulated runs of the
+    per-activity binomials."""
+    n = np.asarray(n_images, int)
+    if n.ndim != 1 or not len(n) or (n < 1).any(): raise ValueError(f"n_images must be positive counts per activity, got {n_images!r}")
+    if minus is None and (n == n[0]).all():
+        N = int(n.sum())
+        return CI(p, float(scipy.stats.binom.ppf((1 - level) / 2, N, p)) / N, float(scipy.stats.binom.ppf((1 + level) / 2, N, p)) / N)
+    rng = numpy_rng(seed, "image chance band")
+    stat = (rng.binomial(n, p, (n_draws, len(n))) / n).mean(axis=1)
+    if minus is not None:
+        m = np.asarray(minus, int)
+        if m.ndim != 1 or not len(m) or (m < 1).any(): raise ValueError(f"minus must be positive counts per activity, got {minus!r}")
+        stat = stat - (rng.binomial(m, p, (n_draws, len(m))) / m).mean(axis=1)
+    lo, hi = np.quantile(stat, [(1 - level) / 2, (1 + level) / 2])
+    return CI(0.0 if minus is not None else p, float(lo), float(hi))
 
 # %% ../../../nbs/papers/gab/01_binding.ipynb #7e879ac1
 def image_to_text_scores(images: pd.DataFrame, image_emb, encode_text: Callable, template: str = "two") -> pd.DataFrame:
@@ -536,3 +565,75 @@ def compare_by_model(ours: pd.DataFrame, # our numbers: a `model` column (zoo na
     t = pd.concat(parts, ignore_index=True)
     t.insert(1, "model_in_paper", t.model.map({z: n for n, z in PAPER_MODELS.items()}).fillna(""))
     return t
+
+# %% ../../../nbs/papers/gab/01_binding.ipynb #fid00003
+FIG2_BARS = (("U1", "one", "acc_U1"), ("E2", "two", "acc_E2"), ("U2", "two", "acc_U2"), ("E1", "one", "acc_E1"))
+FIG2_DROPS = (("drop_presence", "U1_one", "U2_two"), ("drop_binding", "E2_two", "U2_two"))
+SOURCE_FIGURES = {"phaze3": "Fig. 2", "phaze1": "Fig. 5", "phaze2": "Fig. 6"}   # the image-to-text figure of each source
+STEREOTYPICAL = "phaze3"    # Tab. 2's activities: the subset of Fig. 2, Fig. 3 and the 13.2 % / 33.2 % of §5.2.1
+_FIG2_PAPER = {"drop_presence": ("drop_presence", "GAB §5.2.1, Fig. 2: U1 − U2 ≈ 33.2 %, average of 12 VLMs"),
+               "drop_binding": ("drop_binding", "GAB Abstract, §5.2.1, Fig. 2: E2 − U2 ≈ 13.2 %, average of 12 VLMs"),
+               "acc_U1": ("i2t_one_person", "GAB §5.2.1, Fig. 3: one-person accuracy ≈ 80 %, average of 12 VLMs"),
+               "acc_E1": ("i2t_one_person", "GAB §5.2.1, Fig. 3: one-person accuracy ≈ 80 %, average of 12 VLMs")}
+
+def _source_rows(src, w, n, seed, n_boot, n_draws, paper):
+    rows = []
+    for q, g, t in [(q, f"{g}_{t}", None) for g, t, q in FIG2_BARS] + [(q, a, b) for q, a, b in FIG2_DROPS]:
+        if g not in w or (t is not None and t not in w): continue
+        d = w[[g] + ([t] if t else [])].dropna()
+        if d.empty: continue
+        x = d[g].to_numpy(float); y = d[t].to_numpy(float) if t else None
+        s = derive_seed(seed, "binding by source", src, q)
+        ci = bootstrap_ci(x, y, stat=lambda u, v: u.mean() - v.mean(), n_boot=n_boot, seed=s) if t else bootstrap_ci(x, n_boot=n_boot, seed=s)
+        na, nb = n.loc[d.index, g].to_numpy(int), (n.loc[d.index, t].to_numpy(int) if t else None)
+        ch = image_chance_band(na, 0.5, nb, n_draws=n_draws, seed=s)
+        pv, ps = paper.get(q, (None, "")) if src == STEREOTYPICAL else (None, "")
+        rows.append(dict(source=src, figure=SOURCE_FIGURES.get(src, ""), quantity=q, value=ci.estimate, ci_low=ci.low,
+                         ci_high=ci.high, n_activities=len(d), n_images=int(na.sum() + (nb.sum() if t else 0)),
+                         chance=ch.estimate, chance_low=ch.low, chance_high=ch.high, paper=pv, paper_source=ps))
+    return rows
+
+def binding_by_source(per_activity: pd.DataFrame, # `image_to_text_experiment(..., per_activity=True)[1]`: `source`, `activity`, `group`, `template`, `accuracy`, `n_images`
+                      seed: int = 0, # the run's seed: bootstrap and chance streams per source and quantity
+                      n_boot: int = 2000, # bootstrap resamples over activities
+                      n_draws: int = 20_000, # simulated chance runs (`image_chance_band`)
+                      paper: dict | None = None, # quantity -> (value, source) beside the stereotypical source; None: §5.2.1's averages
+                     ) -> pd.DataFrame:
+    """GAB §5.2.1 per activity source (Fig. 2: `phaze3`, stereotypical; Fig. 5: `phaze1`; Fig. 6: `phaze2`): accuracies
+    `acc_U1` (one-person template), `acc_E2`, `acc_U2` (two-person), `acc_E1` (one-person, Fig. 3) and the drops
+    `drop_presence` = U1 − U2, `drop_binding` = E2 − U2 (over the activities holding both groups). Each a mean over
+    activities with its 95 % bootstrap interval over activities, `n_images` scored and the chance band of those images;
+    `paper` (the 12-model averages) only on the stereotypical source."""
+    need = {"source", "activity", "group", "template", "accuracy", "n_images"}
+    if miss := need - set(per_activity.columns): raise ValueError(f"per_activity lacks {sorted(miss)}: pass image_to_text_experiment(..., per_activity=True)[1]")
+    if paper is None:
+        av = paper_averages()
+        paper = {q: (av.get(m), s) for q, (m, s) in _FIG2_PAPER.items()}
+    pa = per_activity.assign(col=per_activity.group + "_" + per_activity.template)
+    rows = []
+    for src, g in pa.groupby("source", sort=True):
+        w = g.pivot_table(index="activity", columns="col", values="accuracy")
+        n = g.pivot_table(index="activity", columns="col", values="n_images")
+        rows += _source_rows(src, w, n, seed, n_boot, n_draws, paper)
+    return pd.DataFrame(rows, columns=["source", "figure", "quantity", "value", "ci_low", "ci_high", "n_activities", "n_images",
+                                       "chance", "chance_low", "chance_high", "paper", "paper_source"])
+
+# %% ../../../nbs/papers/gab/01_binding.ipynb #fid00005
+def t2i_by_source(pairs: pd.DataFrame, # `text_to_image_experiment`'s table: one row per (pair, caption) choice
+                  seed: int = 0, # the run's seed: bootstrap and chance streams per source and caption group
+                  n_boot: int = 2000, # bootstrap resamples over activities
+                  n_draws: int = 20_000, # simulated chance runs (`image_chance_band`)
+                 ) -> pd.DataFrame:
+    """GAB §5.2.3, Fig. 4: text → image accuracy per activity source and caption group (whose caption picks between an
+    E2 and a U2 image): mean over activities of each activity's accuracy, 95 % bootstrap interval over activities,
+    `n_choices` scored and the chance band of those choices (`image_chance_band`, ½ each)."""
+    rows = []
+    for (src, grp), d in pairs.groupby(["source", "caption_group"], sort=True):
+        a = d.groupby("activity", sort=True).correct.agg(["mean", "size"])
+        s = derive_seed(seed, "t2i by source", src, grp)
+        ci = bootstrap_ci(a["mean"].to_numpy(float), n_boot=n_boot, seed=s)
+        ch = image_chance_band(a["size"].to_numpy(int), 0.5, n_draws=n_draws, seed=s)
+        rows.append(dict(source=src, caption_group=grp, value=ci.estimate, ci_low=ci.low, ci_high=ci.high, n_activities=len(a),
+                         n_choices=int(a["size"].sum()), chance=ch.estimate, chance_low=ch.low, chance_high=ch.high))
+    return pd.DataFrame(rows, columns=["source", "caption_group", "value", "ci_low", "ci_high", "n_activities", "n_choices",
+                                       "chance", "chance_low", "chance_high"])

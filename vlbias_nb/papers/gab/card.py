@@ -20,7 +20,7 @@ __all__ = ['gab_text_bias', 'gab_binding']
 
 # %% ../../../nbs/papers/gab/04_card.ipynb #17f14480
 def gab_text_bias(ctx: CardContext) -> list[dict]:
-    "GAB Tab. 1 (§5.1): share of activities whose neutral sentence is closer to the expected gender, per source and overall."
+    "GAB Tab. 1 (§5.2.2): share of activities whose neutral sentence is closer to the expected gender, per source and overall."
     from vlbias_nb.papers.gab.activities import activity_table, load_gab_activities, SOURCES
     from vlbias_nb.papers.gab.binding import text_encoder_bias
     lists = load_gab_activities()
@@ -33,39 +33,49 @@ def gab_text_bias(ctx: CardContext) -> list[dict]:
         paper = paper_number("GAB", "Tab. 1", ctx.model_name, data=src) if src != "all" else None
         rows.append(measure_row(f"gab.text_bias.{src}", x.mean(), ci, len(x), None, "0.5: no preference for either gender",
                                 _binomial_chance(len(x)), f"GAB activity lists ({SOURCES.get(src, 'all sources')})", fp, "GAB",
-                                "GAB Tab. 1 (§5.1): share of activities whose neutral sentence is closer to the expected gender's",
+                                "GAB §5.2.2, Tab. 1: share of activities whose neutral sentence is closer to the expected gender's",
                                 paper=paper, paper_source="GAB Tab. 1" if paper is not None else ""))
     return rows
 
 # %% ../../../nbs/papers/gab/04_card.ipynb #e5a33dc6
 def gab_binding(ctx: CardContext) -> list[dict]:
-    "GAB §5.2: image → text accuracy per group, the binding drop E2 − U2, and text → image accuracy on E2/U2 pairs."
-    from vlbias_nb.papers.gab.binding import scan_gab_images, image_to_text_experiment, text_to_image_experiment, over_activities
+    """GAB §5.2.1 (Fig. 2, 5, 6) and §5.2.3 (Fig. 4) per activity source, never pooled: image → text accuracy of U1, E2, U2
+    (and E1), the presence drop U1 − U2 and the binding drop E2 − U2 (`binding.binding_by_source`; the paper's 33.2 % /
+    13.2 % are averages of 12 VLMs over the stereotypical source, Fig. 2), and text → image accuracy between paired E2 and
+    U2 images (`binding.t2i_by_source`). Chance: the images (choices) actually scored, each a coin flip."""
+    from vlbias_nb.papers.gab.activities import SOURCES
+    from vlbias_nb.papers.gab.binding import (scan_gab_images, image_to_text_experiment, text_to_image_experiment,
+                                              binding_by_source, t2i_by_source, STEREOTYPICAL)
     cfg, root = ctx.config, ctx.root("gab")
     images = scan_gab_images(root)
     emb = ctx.image_embeddings("gab", images.path.tolist())
     fp = dataset_fingerprint(root, [], "**/*")
     seed = derive_seed(cfg.seed, "card", "gab binding")
-    acc, per = image_to_text_experiment(images, emb, ctx.encode_text, seed=seed, per_activity=True)
-    pooled = over_activities(per, "accuracy", ["group", "template"], 0.5, seed)
-    rows, ds = [], f"GAB image groups ({len(images)} images)"
-    for r in pooled.itertuples():
-        rows.append(measure_row(f"gab.i2t.{r.group}.{r.template}", r.accuracy, (r.ci_low, r.ci_high), r.n_activities, None,
-                                "0.5: either caption", _binomial_chance(int(r.n_activities)), ds, fp, "GAB",
-                                f"GAB §5.2, Fig. 2: image → text accuracy on {r.group} images ({r.template}-person template), mean over activities",
-                                higher_is="more accurate"))
-    w = per.assign(col=per.group + "_" + per.template).pivot_table(index=["source", "activity"], columns="col", values="accuracy")
-    if {"E2_two", "U2_two"} <= set(w.columns):
-        x, y = w.E2_two.to_numpy(float), w.U2_two.to_numpy(float)
-        ci = bootstrap_ci(x, y, stat=lambda u, v: np.nanmean(u) - np.nanmean(v), n_boot=cfg.n_boot, seed=derive_seed(seed, "drop"))
-        rows.append(measure_row("gab.binding_drop", np.nanmean(x) - np.nanmean(y), ci, len(x), None, "0: the same accuracy on E2 and U2",
-                                0.0, ds, fp, "GAB", "GAB §5.2.1: binding drop, image → text accuracy E2 − U2 (two-person template)"))
+    _, per = image_to_text_experiment(images, emb, ctx.encode_text, seed=seed, per_activity=True)
+    n_draws = max(2000, 20 * cfg.n_chance)
+    what = {"acc_U1": "image → text accuracy on U1 images (unexpected performer alone; one-person template)",
+            "acc_E1": "image → text accuracy on E1 images (expected performer alone; one-person template, Fig. 3)",
+            "acc_E2": "image → text accuracy on E2 images (expected performer, both genders; two-person template)",
+            "acc_U2": "image → text accuracy on U2 images (unexpected performer, both genders; two-person template)",
+            "drop_presence": "presence drop U1 − U2 (§5.2.1)", "drop_binding": "binding drop E2 − U2 (§5.2.1)"}
+    rows = []
+    for r in binding_by_source(per, seed, cfg.n_boot, n_draws).itertuples():
+        drop = r.quantity.startswith("drop")
+        ds = f"GAB image groups, {SOURCES.get(r.source, r.source)} activities ({r.n_activities} activities, {r.n_images} images)"
+        rows.append({**measure_row(f"gab.i2t.{r.source}.{r.quantity}", r.value, (r.ci_low, r.ci_high), r.n_activities, None,
+                                   "0: the same accuracy in both groups" if drop else "0.5: either caption",
+                                   CI(r.chance, r.chance_low, r.chance_high), ds, fp, "GAB",
+                                   f"GAB §5.2.1, {r.figure}{' (stereotypical activities, Tab. 2)' if r.source == STEREOTYPICAL else ''}: "
+                                   f"{what[r.quantity]}, mean over activities; chance: the {r.n_images} images scored, each a coin flip",
+                                   paper=r.paper, paper_source=r.paper_source if r.paper is not None else "",
+                                   higher_is="more biased" if drop else "more accurate"), "n_items": int(r.n_images)})
     t2i = text_to_image_experiment(images, emb, ctx.encode_text, ("E2", "U2"), seed=seed)
     if len(t2i):
-        a = t2i.groupby(["caption_group", "activity"]).correct.mean().reset_index()
-        for r in over_activities(a, "correct", ["caption_group"], 0.5, seed, name="accuracy").itertuples():
-            rows.append(measure_row(f"gab.t2i.{r.caption_group}", r.accuracy, (r.ci_low, r.ci_high), r.n_activities, None,
-                                    "0.5: either image", _binomial_chance(int(r.n_activities)), ds, fp, "GAB",
-                                    f"GAB §5.2.2, Fig. 4: text → image accuracy of the {r.caption_group} caption between an E2 and a U2 image",
-                                    higher_is="more accurate"))
+        for r in t2i_by_source(t2i, seed, cfg.n_boot, n_draws).itertuples():
+            ds = f"GAB image groups, {SOURCES.get(r.source, r.source)} activities ({r.n_activities} activities, {r.n_choices} choices)"
+            rows.append({**measure_row(f"gab.t2i.{r.source}.{r.caption_group}", r.value, (r.ci_low, r.ci_high), r.n_activities, None,
+                                       "0.5: either image", CI(r.chance, r.chance_low, r.chance_high), ds, fp, "GAB",
+                                       f"GAB §5.2.3, Fig. 4: text → image accuracy of the {r.caption_group} caption between paired E2 and U2 "
+                                       f"images, mean over activities; chance: the {r.n_choices} choices scored, each a coin flip",
+                                       higher_is="more accurate"), "n_items": int(r.n_choices)})
     return rows

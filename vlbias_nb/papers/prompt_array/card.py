@@ -28,52 +28,74 @@ def _fairface_val(ctx: CardContext):
     return ctx.config, ds, fp, ctx.image_embeddings("fairface", face_images(ds))
 
 def prompt_array_fairface(ctx: CardContext) -> list[dict]:
-    "Prompt Array Tab. 2: MaxSkew@k and NDKL of the Tab. 1 prompts over FairFace val, for gender, race and age."
-    from vlbias_nb.metrics import CI
+    """Prompt Array Tab. 2 (§4.2, eq. 9, 10): MaxSkew@k and NDKL of the 264 Tab. 1 test prompts over FairFace val, mean over
+    the prompts, by gender (the paper's), race and age (ours). Target: uniform over the attribute's values (App. B, the
+    paper's); for age, whose nine FairFace bins are very unbalanced, also the images' own distribution. Chance: the band
+    of a mean of 264 random-ranking queries (`evaluation.mean_chance_band`). WEAT per template (App. A, C)."""
     from vlbias_nb.papers.prompt_array.prompts import test_prompts
-    from vlbias_nb.papers.prompt_array.evaluation import prompt_bias, aggregate_bias, bias_ci, random_ranking_bias
+    from vlbias_nb.papers.prompt_array.evaluation import (prompt_bias, aggregate_bias, bias_ci, random_ranking_draws,
+                                                          mean_chance_band, target_note)
     cfg, ds, fp, img = _fairface_val(ctx)
     prompts = test_prompts()
     T = ctx.encode_text(prompts.prompt)
-    k, rows = min(cfg.maxskew_k, len(ds)), []
-    for attr in ("gender", "race", "age"):
+    k, rows, dname = min(cfg.maxskew_k, len(ds)), [], f"FairFace val ({len(ds)} faces)"
+    for attr, desired in (("gender", "uniform"), ("race", "uniform"), ("age", "uniform"), ("age", "dataset")):
         labels = ds.attribute(attr)
-        pb = prompt_bias(T, img, labels, prompts, k=k)
-        agg, ci = aggregate_bias(pb), bias_ci(pb, n_boot=cfg.n_boot, seed=derive_seed(cfg.seed, "card", "prompt array", attr))
-        ch = random_ranking_bias(labels, n_queries=cfg.n_chance, k=k, seed=derive_seed(cfg.seed, "card", "prompt array chance", attr))
+        key = attr if desired == "uniform" else f"{attr}_own_shares"
+        pb = prompt_bias(T, img, labels, prompts, k=k, desired=desired)
+        agg, ci = aggregate_bias(pb), bias_ci(pb, n_boot=cfg.n_boot, seed=derive_seed(cfg.seed, "card", "prompt array", key))
+        draws = random_ranking_draws(labels, n_queries=cfg.n_chance, k=k, desired=desired,
+                                     seed=derive_seed(cfg.seed, "card", "prompt array chance", key))
+        note = target_note(labels, desired, attr)
+        ours = "" if attr == "gender" else f" ({attr}: not measured in the paper, which reports gender)"
         for m in ("maxskew", "ndkl"):
-            paper = paper_number("Prompt Array", "Tab. 2", ctx.model_name, metric=m) if attr == "gender" else None
-            row = measure_row(f"prompt_array.{m}.{attr}", agg[m], (ci[f"{m}_ci_low"], ci[f"{m}_ci_high"]), len(pb),
-                              k if m == "maxskew" else None, f"uniform over the {len(set(labels))} {attr} values",
-                              CI(ch[m], ch[f"{m}_chance_low"], ch[f"{m}_chance_high"]), f"FairFace val ({len(ds)} faces)", fp,
-                              "Prompt Array", f"Prompt Array eq. {9 if m == 'maxskew' else 10}, Tab. 2: "
-                              f"{'MaxSkew@k' if m == 'maxskew' else 'NDKL'} of the Tab. 1 prompts over the faces, by {attr}",
-                              paper=paper, paper_source="Prompt Array Tab. 2" if paper is not None else "", chance_band="single")
-            rows.append({**row, "n_items": len(ds)})
-    rows.append(_weat_row(ctx, img, ds.attribute("gender"), f"FairFace val ({len(ds)} faces)", fp))
+            paper = paper_number("Prompt Array", "Tab. 2", ctx.model_name, metric=m) if key == "gender" else None
+            ch = mean_chance_band(draws[m], len(pb), seed=derive_seed(cfg.seed, "card", "prompt array mean chance", key, m))
+            row = measure_row(f"prompt_array.{m}.{key}", agg[m], (ci[f"{m}_ci_low"], ci[f"{m}_ci_high"]), len(pb),
+                              k if m == "maxskew" else None, f"target: {note}", ch, dname, fp, "Prompt Array",
+                              f"Prompt Array eq. {9 if m == 'maxskew' else 10}, Tab. 2: {'MaxSkew@k' if m == 'maxskew' else 'NDKL'} "
+                              f"of the {len(pb)} Tab. 1 prompts over the faces by {attr}, mean over the prompts{ours}; chance: the "
+                              f"mean of {len(pb)} random-ranking queries", paper=paper,
+                              paper_source="Prompt Array Tab. 2" if paper is not None else "", chance_band="mean")
+            one = np.quantile(draws[m], [0.025, 0.975])     # one random query's band: a model whose prompts rank alike sits in it
+            rows.append({**row, "n_items": len(ds), "target": desired, "single_query_chance_low": float(one[0]),
+                         "single_query_chance_high": float(one[1])})
+    rows += _weat_rows(ctx, img, ds.attribute("gender"), dname, fp)
     return rows
 
-def _weat_row(ctx: CardContext, img, genders, dataset: str, fp: str) -> dict:
-    "Prompt Array App. A/C: mean WEAT effect size over the templates (adjective pairs vs. the two gender image sets)."
-    from vlbias_nb.metrics import weat_effect_size, CI
+def _weat_rows(ctx: CardContext, img, genders, dataset: str, fp: str) -> list[dict]:
+    """Prompt Array App. A, C: WEAT effect size per template (the authors' adjective pairs vs. the Male / Female faces), each
+    with its own permutation p (eq. 6), a bootstrap interval over the images and a chance band from random relabellings;
+    and the number of templates whose effect has the other sign than their mean (App. C's sign flips)."""
     from vlbias_nb.papers.prompt_array.prompts import TEST_TEMPLATES
-    from vlbias_nb.papers.prompt_array.evaluation import AUTHORS_WEAT_PAIRS, weat_template_sensitivity
-    cfg = ctx.config
-    w = weat_template_sensitivity(ctx.encode_text, img, genders, pairs=AUTHORS_WEAT_PAIRS, groups=("Male", "Female"),
+    from vlbias_nb.papers.prompt_array.evaluation import (AUTHORS_WEAT_PAIRS, weat_template_sensitivity, weat_label_null,
+                                                          weat_bootstrap_effects, sign_flips, weat_sign_summary)
+    cfg, groups = ctx.config, ("Male", "Female")
+    g = np.asarray(genders)
+    w = weat_template_sensitivity(ctx.encode_text, img, genders, pairs=AUTHORS_WEAT_PAIRS, groups=groups,
                                   n_perm=cfg.n_perm, seed=derive_seed(cfg.seed, "card", "weat"))
-    es = w.effect_size.to_numpy(float)
-    ci = bootstrap_ci(es, n_boot=cfg.n_boot, seed=derive_seed(cfg.seed, "card", "weat ci"))
     Cs = [(ctx.encode_text([t.format(a) for a, _ in AUTHORS_WEAT_PAIRS]), ctx.encode_text([t.format(b) for _, b in AUTHORS_WEAT_PAIRS]))
           for t in TEST_TEMPLATES]
-    rng, g, null = np.random.default_rng(derive_seed(cfg.seed, "card", "weat chance")), np.asarray(genders), []
-    for _ in range(max(20, cfg.n_chance // 10)):
-        s = rng.permutation(g)
-        null.append(np.mean([weat_effect_size(C1, C2, img[s == "Male"], img[s == "Female"]) for C1, C2 in Cs]))
-    lo, hi = np.quantile(null, [0.025, 0.975])
-    row = measure_row("prompt_array.weat.gender", es.mean(), ci, len(es), None, "0: no differential association",
-                      CI(float(np.mean(null)), float(lo), float(hi)), dataset, fp, "Prompt Array",
-                      "Prompt Array App. A, C: WEAT effect size (authors' adjective pairs vs. Male/Female faces), mean over templates")
-    return {**row, "p_value": float(w.p_value.iloc[0])}
+    boot = weat_bootstrap_effects(Cs, img[g == groups[0]], img[g == groups[1]], n_boot=cfg.n_boot, seed=derive_seed(cfg.seed, "card", "weat ci"))
+    null = weat_label_null(Cs, img, g, groups, n_perm=cfg.n_chance, seed=derive_seed(cfg.seed, "card", "weat chance"))
+    q = lambda a: np.quantile(a, [0.025, 0.975], axis=0)
+    (blo, bhi), (nlo, nhi) = q(boot), q(null)
+    base, rows = "0: no differential association", []
+    for i, r in enumerate(w.itertuples()):
+        row = measure_row(f"prompt_array.weat.gender.t{i}", r.effect_size, (blo[i], bhi[i]), int((g == groups[0]).sum() + (g == groups[1]).sum()),
+                          None, base, CI(float(null[:, i].mean()), float(nlo[i]), float(nhi[i])), dataset, fp, "Prompt Array",
+                          f"Prompt Array App. A, C: WEAT effect size (eq. 7), template '{r.template}' (authors' adjective pairs vs. "
+                          "Male/Female faces); interval: the faces resampled; chance: the faces relabelled at random")
+        rows.append({**row, "p_value": float(r.p_value), "template": r.template})
+    s = weat_sign_summary(w)
+    fb, fn = sign_flips(boot), sign_flips(null)
+    row = measure_row("prompt_array.weat.gender.sign_flips", s["sign_flips"], tuple(np.quantile(fb, [0.025, 0.975])), len(w), None,
+                      "0: every template's effect has the sign of their mean", CI(float(fn.mean()), *map(float, np.quantile(fn, [0.025, 0.975]))),
+                      dataset, fp, "Prompt Array",
+                      f"Prompt Array App. C: templates (of {len(w)}) whose WEAT effect size has the other sign than their mean "
+                      f"({s['mean_effect']:+.3f}); App. C reports both signs under small syntactic changes",
+                      higher_is="less consistent")
+    return rows + [{**row, **{k: s[k] for k in ("mean_effect", "n_positive", "n_negative", "n_significant")}}]
 
 # %% ../../../nbs/papers/prompt_array/05_card.ipynb #2d9c2db8
 def prompt_array_harmful(ctx: CardContext) -> list[dict]:

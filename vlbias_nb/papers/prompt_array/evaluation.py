@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 from ...seeds import derive_seed
 from ...metrics import (max_skew_at_k, ndkl, weat, encode_attributes, recall_at_k, bootstrap_ci,
-                               random_ranking_level)
+                               random_ranking_level, weat_effect_size, CI)
 from ...methods.zero_shot import DEFAULT_TEMPLATE, zero_shot_classifier
 import torch
 import torch.nn as nn
@@ -18,10 +18,11 @@ from .prompts import TEST_TEMPLATES
 
 # %% auto #0
 __all__ = ['WEAT_PAIRS', 'AUTHORS_WEAT_PAIRS', 'PROMPT_ARRAY_TEMPLATE', 'AGARWAL_HARMFUL_CLASSES', 'prompt_bias',
-           'aggregate_bias', 'bias_ci', 'random_ranking_bias', 'weat_template_sensitivity', 'demographic_classnames',
-           'harmful_class_set', 'harmful_misclassification', 'harmful_misclassification_rates',
-           'appended_text_features', 'AppendedTokensView', 'zero_pad_view', 'text_to_image_recall',
-           'image_to_text_recall']
+           'aggregate_bias', 'bias_ci', 'random_ranking_bias', 'random_ranking_draws', 'mean_chance_band',
+           'target_distribution', 'target_note', 'weat_template_sensitivity', 'weat_label_null',
+           'weat_bootstrap_effects', 'sign_flips', 'weat_sign_summary', 'demographic_classnames', 'harmful_class_set',
+           'harmful_misclassification', 'harmful_misclassification_rates', 'appended_text_features',
+           'AppendedTokensView', 'zero_pad_view', 'text_to_image_recall', 'image_to_text_recall']
 
 # %% ../../../nbs/papers/prompt_array/01_evaluation.ipynb #d910bd7b
 def prompt_bias(text_emb, # unit text embeddings `(n_prompts, d)`, one per row of `prompts`
@@ -78,6 +79,58 @@ def random_ranking_bias(attrs, # the attribute label of each image
           "ndkl": random_ranking_level(ndkl, codes, n_queries, derive_seed(seed, "random rankings", "ndkl"), desired=desired)}
     return {**{c: v.estimate for c, v in lv.items()}, **{f"{c}_chance_{b}": getattr(v, b) for c, v in lv.items() for b in ("low", "high")}}
 
+# %% ../../../nbs/papers/prompt_array/01_evaluation.ipynb #fidpa01
+def random_ranking_draws(attrs, # the attribute label of each image
+                         n_queries: int = 200, # random rankings
+                         k: int = 1000, # MaxSkew's top k (capped at the number of images)
+                         seed: int = 0, # the run's seed: the same streams as `random_ranking_bias`
+                         desired="uniform", # as in `prompt_bias`
+                         zero="one", # as in `prompt_bias`
+                        ) -> dict:
+    "MaxSkew@k and NDKL of `n_queries` single uniformly random rankings: `{measure: values}` (their mean is `random_ranking_bias`'s level)."
+    codes, _ = encode_attributes(list(attrs))
+    def draw(metric, name, **kw):
+        S = np.random.default_rng(derive_seed(seed, "random rankings", name)).random((n_queries, len(codes)))
+        return np.asarray(metric(S, codes, **kw), dtype=float).reshape(n_queries, -1).mean(axis=1)
+    return {"maxskew": draw(_floored_max_skew, "maxskew", k=min(k, len(codes)), desired=desired, zero=zero),
+            "ndkl": draw(ndkl, "ndkl", desired=desired)}
+
+def mean_chance_band(single, # the measure of single random queries (`random_ranking_draws`)
+                     n_mean: int, # queries averaged in the reported number (264 test prompts, Prompt Array §4.2)
+                     n_resamples: int = 2000, # simulated means
+                     level: float = 0.95, # central share reported as (low, high)
+                     seed: int = 0, # seeds the resampling
+                    ) -> CI:
+    "Chance level and band of a mean of `n_mean` independent random queries: means of `n_mean` draws resampled from `single`."
+    v = np.asarray(single, float)
+    if v.ndim != 1 or not len(v): raise ValueError("single must be a non-empty 1-d array of single-query values")
+    if n_mean < 1: raise ValueError(f"n_mean must be >= 1, got {n_mean}")
+    m = v[np.random.default_rng(derive_seed(seed, "mean chance band")).integers(0, len(v), (n_resamples, n_mean))].mean(axis=1)
+    lo, hi = np.quantile(m, [(1 - level) / 2, (1 + level) / 2])
+    return CI(float(v.mean()), float(lo), float(hi))
+
+def target_distribution(attrs, # the attribute label of each image
+                        desired="uniform", # "uniform" (the paper's) or "dataset" (the images' own shares)
+                       ) -> pd.DataFrame:
+    "Per attribute value: `n` images, the data set's share and the target share MaxSkew/NDKL compare the top k with."
+    codes, values = encode_attributes(list(attrs))
+    n = np.bincount(codes[codes >= 0], minlength=len(values))
+    data = n / n.sum()
+    if desired not in ("uniform", "dataset"): raise ValueError(f"desired must be 'uniform' or 'dataset', got {desired!r}")
+    return pd.DataFrame(dict(value=list(values), n=n, data_share=data,
+                             target_share=np.full(len(values), 1 / len(values)) if desired == "uniform" else data))
+
+def target_note(attrs, # the attribute label of each image
+                desired: str = "uniform", # as in `target_distribution`
+                attribute: str = "", # its name, e.g. "age"
+               ) -> str:
+    "The target a MaxSkew/NDKL row uses, in words, with the data set's own range of shares beside it."
+    t = target_distribution(attrs, desired)
+    span = f"{t.data_share.min():.3f}–{t.data_share.max():.3f}"
+    if desired == "uniform":
+        return f"uniform over the {len(t)} {attribute} values (1/{len(t)} = {1 / len(t):.3f} each; the paper's target, App. B); the images' own shares {span}"
+    return f"the images' own {attribute} distribution over {len(t)} values ({span}; demographic parity, not the paper's target)"
+
 # %% ../../../nbs/papers/prompt_array/01_evaluation.ipynb #5fd9c647
 WEAT_PAIRS = [("good", "evil"), ("smart", "dumb"), ("attractive", "unattractive"), ("lawful", "criminal"),
               ("friendly", "unfriendly"), ("clever", "stupid"), ("successful", "unsuccessful"), ("hardworking", "lazy"),
@@ -108,6 +161,74 @@ def weat_template_sensitivity(encode_text: Callable, # texts -> unit text embedd
         r = weat(C1, C2, A1, A2, n_perm=n_perm, seed=seed)
         rows.append(dict(template=t, effect_size=r.effect_size, p_value=r.p_value, statistic=r.statistic))
     return pd.DataFrame(rows)
+
+# %% ../../../nbs/papers/prompt_array/01_evaluation.ipynb #fidpa03
+def _unit_rows(X):
+    X = np.asarray(X, np.float64)
+    return X / np.maximum(np.linalg.norm(X, axis=-1, keepdims=True), 1e-12)
+
+def weat_label_null(concepts: Sequence, # per template, `(C1, C2)` text embeddings of the concept pairs
+                    image_emb, # image embeddings `(n_images, d)`
+                    attrs, # the attribute label of each image
+                    groups: tuple, # the two labels (A1, A2)
+                    n_perm: int = 100, # random relabellings
+                    seed: int = 0, # seeds the relabellings
+                    ddof: int = 1, # as `metrics.weat_effect_size`
+                   ) -> np.ndarray:
+    """WEAT effect size (eq. 7) of every template under `n_perm` random relabellings of the images (group sizes kept):
+    `(n_perm, n_templates)`. The concept–image cosines are computed once; a relabelling only regroups them."""
+    X, g = np.asarray(image_emb), np.asarray(attrs)
+    if len(X) != len(g): raise ValueError(f"{len(X)} image embeddings for {len(g)} attribute labels")
+    X = _unit_rows(X)
+    rng = np.random.default_rng(derive_seed(seed, "weat label null"))
+    S = [(_unit_rows(np.vstack([C1, C2])) @ X.T, len(C1)) for C1, C2 in concepts]     # (concepts, images) cosines
+    out = np.empty((n_perm, len(concepts)))
+    for i in range(n_perm):
+        s = rng.permutation(g)
+        a, b = s == groups[0], s == groups[1]
+        for t, (St, k1) in enumerate(S):
+            w = St[:, a].mean(1) - St[:, b].mean(1)                                   # eq. 5 per concept
+            out[i, t] = (w[:k1].mean() - w[k1:].mean()) / w.std(ddof=ddof)
+    return out
+
+def weat_bootstrap_effects(concepts: Sequence, # per template, `(C1, C2)` text embeddings of the concept pairs
+                           A1, A2, # image embeddings of the two groups
+                           n_boot: int = 2000, # bootstrap resamples of the images
+                           seed: int = 0, # seeds the resampling
+                           ddof: int = 1, # as `metrics.weat_effect_size`
+                           chunk: int = 200, # resamples computed at once
+                          ) -> np.ndarray:
+    """WEAT effect size (eq. 7) of every template on `n_boot` resamples of the images (each group resampled within itself,
+    the same resample for all templates; the concepts are fixed): `(n_boot, n_templates)`, for intervals of each
+    template's effect, their mean and their sign flips."""
+    A1, A2 = _unit_rows(A1), _unit_rows(A2)
+    rng = np.random.default_rng(derive_seed(seed, "weat bootstrap"))
+    S = [(_unit_rows(np.vstack([C1, C2])), len(C1)) for C1, C2 in concepts]
+    S1 = [C @ A1.T for C, _ in S]; S2 = [C @ A2.T for C, _ in S]
+    out = np.empty((n_boot, len(concepts)))
+    for b0 in range(0, n_boot, chunk):
+        b = min(chunk, n_boot - b0)
+        w1 = rng.multinomial(len(A1), np.full(len(A1), 1 / len(A1)), size=b) / len(A1)
+        w2 = rng.multinomial(len(A2), np.full(len(A2), 1 / len(A2)), size=b) / len(A2)
+        for t, ((_, k1), s1, s2) in enumerate(zip(S, S1, S2)):
+            s = w1 @ s1.T - w2 @ s2.T                                    # (b, concepts): eq. 5 per concept
+            out[b0:b0 + b, t] = (s[:, :k1].mean(1) - s[:, k1:].mean(1)) / s.std(1, ddof=ddof)
+    return out
+
+def sign_flips(effects) -> np.ndarray:
+    "Per row of `effects` (`(..., n_templates)`): templates whose effect has the other sign than the row's mean (0 counts for neither)."
+    e = np.asarray(effects, float)
+    return (np.sign(e) == -np.sign(e.mean(-1, keepdims=True))).sum(-1) * (e.mean(-1) != 0)
+
+def weat_sign_summary(per_template: pd.DataFrame, # `weat_template_sensitivity` output: `effect_size`, `p_value` per template
+                      alpha: float = 0.05, # significance level of the one-sided p (eq. 6)
+                     ) -> dict:
+    """App. C's reading of WEAT over templates: mean effect size, `n_positive` / `n_negative` templates, `sign_flips`
+    (templates whose effect has the other sign than the mean; 0 effect counts for neither), `n_significant` (p < alpha),
+    and the smallest and largest effect."""
+    es, p = per_template.effect_size.to_numpy(float), per_template.p_value.to_numpy(float)
+    return dict(mean_effect=float(es.mean()), n_templates=len(es), n_positive=int((es > 0).sum()), n_negative=int((es < 0).sum()),
+                sign_flips=int(sign_flips(es)), n_significant=int((p < alpha).sum()), effect_min=float(es.min()), effect_max=float(es.max()))
 
 # %% ../../../nbs/papers/prompt_array/01_evaluation.ipynb #ab635ee9
 PROMPT_ARRAY_TEMPLATE = DEFAULT_TEMPLATE   # App. G: "a photo of a {}", the standard for all other CLIP measurements
