@@ -21,22 +21,23 @@ from ..report import paper_values, random_weight_model, environment_record
 from ..zoo.registry import (MODEL_REGISTRY, OPENAI_CLIP_ALIASES, HF_MODEL_TYPES, HF_MODEL_CLASSES, ModelSpec,
                                     UnknownModelError, MissingWeightsError, resolve_model, hf_family)
 from ..methods.embedding_cache import EmbeddingCache, image_key, json_digest
+from ..methods.card import (CardTask, CardDataset, CardConfig, CardContext, _TextOnly, MEASURE_FIELDS, measure_row,
+                                    paper_model_name, paper_number, binomial_chance, _binomial_chance, dataset_root,
+                                    dataset_fingerprint, CARD_DATASETS, CARD_TASKS, NOT_YET_TASKS, task_status)
 
 # %% auto #0
-__all__ = ['CARD_FORMS', 'CARD_DATASETS', 'MEASURE_FIELDS', 'SC_KEY', 'SC_RELEASE_COLUMNS', 'CARD_TASKS', 'NOT_YET_TASKS',
-           'SCHEMA_VERSION', 'CARD_SCHEMA', 'LABEL_SUFFIXES', 'SITE_CARDS', 'RESERVED_CARD_PAGES', 'ModelName',
-           'normalise_model_name', 'resolve_card_model', 'load_card_model', 'PlantedCardModel', 'CardTask',
-           'CardDataset', 'dataset_root', 'dataset_fingerprint', 'CardConfig', 'CardContext', 'measure_row',
-           'paper_model_name', 'paper_number', 'gab_text_bias', 'gab_binding', 'prompt_array_fairface',
-           'read_social_counterfactuals', 'released_shards', 'read_social_counterfactuals_release', 'ReleasedImages',
-           'social_counterfactuals_table', 'social_counterfactuals_maxskew', 'prompt_array_harmful', 'visogender_bias',
-           'pata_bias', 'gensynth_coco', 'zero_shot_cifar', 'zero_shot_imagenet', 'flickr30k_recall', 'coco_recall',
-           'task_status', 'model_record', 'data_state', 'run_tasks', 'card_schema', 'validate_card', 'build_card',
-           'card_figure', 'card_table_lines', 'card_skipped_lines', 'card_markdown', 'write_card_outputs', 'make_card',
-           'CardInputError', 'find_cards', 'leaderboard', 'bias_accuracy_figure', 'compare_cards', 'card_slug',
-           'card_provenance', 'card_page_markdown', 'publish_card', 'leaderboard_page_markdown', 'publish_leaderboard',
-           'process_rank', 'shard_models', 'card_parser', 'read_models_file', 'check_card_args', 'torch_cuda_count',
-           'card_main']
+__all__ = ['CARD_FORMS', 'SC_KEY', 'SC_RELEASE_COLUMNS', 'zero_shot_cifar10', 'zero_shot_cifar100', 'SCHEMA_VERSION',
+           'CARD_SCHEMA', 'LABEL_SUFFIXES', 'SITE_CARDS', 'RESERVED_CARD_PAGES', 'ModelName', 'normalise_model_name',
+           'resolve_card_model', 'load_card_model', 'PlantedCardModel', 'gab_text_bias', 'gab_binding',
+           'prompt_array_fairface', 'read_social_counterfactuals', 'released_shards',
+           'read_social_counterfactuals_release', 'ReleasedImages', 'social_counterfactuals_table',
+           'social_counterfactuals_maxskew', 'prompt_array_harmful', 'visogender_bias', 'pata_bias', 'gensynth_coco',
+           'zero_shot_cifar', 'zero_shot_imagenet', 'flickr30k_recall', 'coco_recall', 'model_record', 'data_state',
+           'run_tasks', 'card_schema', 'validate_card', 'build_card', 'card_figure', 'card_table_lines',
+           'card_skipped_lines', 'card_markdown', 'write_card_outputs', 'make_card', 'CardInputError', 'find_cards',
+           'leaderboard', 'bias_accuracy_figure', 'compare_cards', 'card_slug', 'card_provenance', 'card_page_markdown',
+           'publish_card', 'leaderboard_page_markdown', 'publish_leaderboard', 'process_rank', 'shard_models',
+           'card_parser', 'read_models_file', 'check_card_args', 'torch_cuda_count', 'card_main']
 
 # %% ../../nbs/run/03_card.ipynb #d078d2d1
 @dataclass(frozen=True)
@@ -165,174 +166,12 @@ class PlantedCardModel:
             X[i, 0], X[i, 1] = np.cos(np.pi * p), np.sin(np.pi * p)
         return X.astype(np.float32)
 
-# %% ../../nbs/run/03_card.ipynb #37ad7123
-@dataclass(frozen=True)
-class CardTask:
-    "One measure of the card: what it needs and how it is computed."
-    name: str                      # e.g. "prompt_array.fairface"
-    paper: str                     # paper_name (resources/papers.csv)
-    what: str                      # the measure, with the paper's equation / table
-    dataset: str | None            # a key of `CARD_DATASETS` (None: needs nothing but the model)
-    run: Callable                  # (CardContext) -> list of measure rows (dicts)
-    kind: str = "bias"             # "bias" or "capability"
-
-@dataclass(frozen=True)
-class CardDataset:
-    "A data set a task reads: its display name, the variable pointing at it and a check that the folder holds it."
-    name: str
-    env: str | None                # None: only `--data KEY=DIR` points at it
-    default: Callable              # () -> Path (the folder looked at when the variable is unset)
-    present: Callable              # (Path) -> bool
-    needs: str                     # what the folder must hold
-
 # %% ../../nbs/run/03_card.ipynb #e92792fa
-def _coco_default() -> Path:
-    "COCO val 2017 in the project's COCO cache (`$VLBIAS_DOWNLOADS`), else the shared 159-image coco-mini subset."
-    d = downloads_dir()
-    return d if (d / "annotations" / "captions_val2017.json").is_file() and (d / "val2017").is_dir() else data_root() / "coco-mini"
-
 def _sc_folder_layout(p: Path) -> bool:
     "Whether `p` holds SocialCounterfactuals sets in the project's folder layout (`images/s<set>_…_c<candidate>_<position>.png`)."
     return (p / "images").is_dir() and any((p / "images").glob("s*_c*_*.*"))
 
-CARD_DATASETS = {
-    "fairface": CardDataset("FairFace val", DATASET_ENVS["fairface"], lambda: dataset_folder("fairface"),
-                            lambda p: (p / "fairface_label_val.csv").is_file(), "fairface_label_val.csv and the val images"),
-    "coco": CardDataset("COCO val 2017", DOWNLOADS_ENV, _coco_default,
-                        lambda p: (p / "annotations" / "captions_val2017.json").is_file() and (p / "val2017").is_dir(),
-                        "annotations/captions_val2017.json and val2017/"),
-    "social_counterfactuals": CardDataset("SocialCounterfactuals sets", GENERATED_ENV,
-                                          lambda: (env_path(GENERATED_ENV) or project_root() / ".cache" / "generated") / "social_counterfactuals",
-                                          lambda p: _sc_folder_layout(p) or bool(released_shards(p)),
-                                          "the authors' release (a local copy of the hub data set Intel/SocialCounterfactuals: "
-                                          "data/train-*.parquet) or images/s<set>_<prefix>_<segment>_<occupation>_c<candidate>_<position>.png"),
-    "cifar10": CardDataset("CIFAR-10 test", DATASET_ENVS["cifar10"], lambda: dataset_folder("cifar10"),
-                           lambda p: (p / "cifar-10-batches-py" / "test_batch").is_file(), "cifar-10-batches-py/"),
-    "cifar100": CardDataset("CIFAR-100 test", DATASET_ENVS["cifar100"], lambda: dataset_folder("cifar100"),
-                            lambda p: (p / "cifar-100-python" / "test").is_file(), "cifar-100-python/"),
-    "flickr30k": CardDataset("Flickr30K test", DATASET_ENVS["flickr30k"], lambda: dataset_folder("flickr30k"),
-                             lambda p: (p / "dataset_flickr30k.json").is_file(), "dataset_flickr30k.json and flickr30k-images/"),
-    "gab": CardDataset("GAB image groups", GAB_IMAGES_ENV, gab_images_folder,
-                       lambda p: p.is_dir() and any(p.glob("*/Phaze-*/*/*")),
-                       "<source>/Phaze-<n>/<activity>/<Man|Woman|Man Woman|Woman Man>/<k>.png"),
-    "imagenet": CardDataset("ImageNet val", DATASET_ENVS["imagenet"], lambda: dataset_folder("imagenet"),
-                            lambda p: (p / "LOC_val_solution.csv").is_file() or (p / "val").is_dir(),
-                            "LOC_val_solution.csv + ILSVRC/Data/CLS-LOC/val/, or val/<synset>/"),
-    "visogender": CardDataset("VisoGender", DATASET_ENVS["visogender"], lambda: dataset_folder("visogender"),
-                              lambda p: p.is_dir() and (p / "images").is_dir() and any(p.rglob("*O[OP]_Visogender_*.tsv")),
-                              "data/visogender_data/{OO,OP}/*.tsv and images/<IDX>.jpg"),
-    "pata": CardDataset("PATA", DATASET_ENVS["pata"], lambda: dataset_folder("pata"),
-                        lambda p: (p / "pata_fairness.files.lst").is_file() and (p / "images").is_dir(),
-                        "pata_fairness.files.lst and images/<line>.jpg"),
-}
-
-def dataset_root(key: str, roots: dict | None = None) -> Path:
-    "The folder of card data set `key`: `roots[key]` if given, else its environment variable, else its default."
-    if key not in CARD_DATASETS: raise KeyError(f"unknown card data set {key!r}; one of {list(CARD_DATASETS)}")
-    if roots and roots.get(key): return Path(roots[key]).expanduser()
-    d = CARD_DATASETS[key]
-    if d.env in (None, GENERATED_ENV, DOWNLOADS_ENV): return d.default()     # these variables name a parent folder
-    return env_path(d.env) or d.default()
-
-# %% ../../nbs/run/03_card.ipynb #77dce090
-def dataset_fingerprint(root, label_files: Sequence[str] = (), image_glob: str = "**/*") -> str:
-    "SHA-256 (first 16 hex digits) of the `label_files`' bytes and of the names and sizes of the files under `root`."
-    root, h = Path(root), hashlib.sha256()
-    for f in label_files: h.update(f.encode() + b"\0" + (root / f).read_bytes())
-    for p in sorted(q for q in root.glob(image_glob) if q.is_file() and q.suffix.lower() in (".jpg", ".jpeg", ".png", ".parquet")):
-        h.update(f"{p.relative_to(root)}\0{p.stat().st_size}\n".encode())
-    return h.hexdigest()[:16]
-
-# %% ../../nbs/run/03_card.ipynb #a9a6807e
-@dataclass
-class CardConfig:
-    "Options of a card run (the defaults are the papers' settings)."
-    seed: int = 0
-    batch_size: int = 64
-    maxskew_k: int = 1000          # Prompt Array §4.2: MaxSkew@1000 on FairFace
-    n_boot: int = 1000             # bootstrap resamples of each interval
-    n_chance: int = 200            # random rankings of each chance level
-    n_perm: int = 2000             # WEAT permutations
-    progress: bool = True
-
-@dataclass
-class CardContext:
-    "What a task sees: the model, its name, the data roots, the config and the shared embedding store."
-    model: object
-    model_name: str
-    roots: dict = field(default_factory=dict)
-    config: CardConfig = field(default_factory=CardConfig)
-    cache: EmbeddingCache | None = None
-    _images: dict = field(default_factory=dict)
-
-    def root(self, key: str) -> Path: return dataset_root(key, self.roots)
-
-    def image_embeddings(self, dataset: str, images: Sequence) -> np.ndarray:
-        "Unit image embeddings of `images` of `dataset`: computed once per (model, data set), through the cache."
-        key = (dataset, len(images))
-        if key not in self._images:
-            enc = self.cache.encode_image if self.cache is not None else (lambda m, x, **kw: m.encode_image(x, **kw))
-            self._images[key] = np.asarray(enc(self.model, images, batch_size=self.config.batch_size,
-                                              progress=self.config.progress), np.float32)
-        return self._images[key]
-
-    def encode_text(self, texts: Sequence[str]) -> np.ndarray:
-        "Unit text embeddings (through the cache when there is one)."
-        texts = list(texts)
-        if self.cache is not None: return np.asarray(self.cache.encode_text(self.model, texts, progress=False), np.float32)
-        return np.asarray(self.model.encode_text(texts, progress=False), np.float32)
-
-class _TextOnly:
-    "The context's cached text encoder behind the `encode_text(texts, batch_size=)` interface `zero_shot_classifier` calls."
-    def __init__(self, ctx): self.ctx = ctx
-    def encode_text(self, texts, batch_size: int = 256, progress=None): return self.ctx.encode_text(texts)
-
-# %% ../../nbs/run/03_card.ipynb #14e2821e
-MEASURE_FIELDS = ("value", "ci_low", "ci_high", "n", "k", "baseline", "chance", "chance_low", "chance_high", "chance_band", "paper",
-                  "paper_source", "dataset", "dataset_fingerprint", "paper_name", "what", "kind", "higher_is")
-
-def _f(x):
-    if x is None: return None
-    x = float(x)
-    return None if math.isnan(x) else x
-
-def measure_row(measure: str, value, ci, n: int, k, baseline: str, chance, dataset: str, fingerprint: str, paper_name: str,
-                what: str, paper=None, paper_source: str = "", kind: str = "bias", higher_is: str = "more biased",
-                chance_band: str = "mean") -> dict:
-    """One measure's record: value, interval `ci` (a `metrics.CI` or (low, high)), n, k, baseline, chance (a CI or a number),
-    paper. `chance_band`: what `chance_low/high` bound under random rankings: "mean" (the reported mean over the same
-    units) or "single" (one query, the papers' own convention for the random model)."""
-    lo, hi = (ci.low, ci.high) if hasattr(ci, "low") else ci
-    c = chance if hasattr(chance, "estimate") else None
-    return dict(measure=measure, value=_f(value), ci_low=_f(lo), ci_high=_f(hi), n=int(n), k=None if k is None else int(k),
-                baseline=baseline, chance=_f(c.estimate if c else chance), chance_low=_f(c.low) if c else None,
-                chance_high=_f(c.high) if c else None, chance_band=chance_band if c else None, paper=_f(paper), paper_source=paper_source, dataset=dataset,
-                dataset_fingerprint=fingerprint, paper_name=paper_name, what=what, kind=kind, higher_is=higher_is)
-
-# %% ../../nbs/run/03_card.ipynb #06d7e085
-def paper_model_name(paper_name: str, item: str, model: str) -> str | None:
-    "The paper's name of zoo model `model` in `item` of `paper_name`, or None when the paper did not measure it."
-    if paper_name == "GAB":
-        from vlbias_nb.papers.gab.binding import PAPER_MODELS
-        return {z: n for n, z in PAPER_MODELS.items()}.get(model)
-    t = read_resource_csv("card/paper_models.csv")
-    t = t[(t.paper_name == paper_name) & (t["item"] == item) & (t.model == model)]
-    return t.paper_model.iloc[0] if len(t) else None
-
-def paper_number(paper_name: str, item: str, model: str, **where) -> float | None:
-    "The paper's value for zoo model `model` (`report.paper_values`, one row), or None."
-    pm = paper_model_name(paper_name, item, model)
-    if pm is None: return None
-    t = paper_values(paper_name, item, model=pm, **where)
-    t = t[~t.source.astype(str).str.contains("std")]
-    return float(t.value.iloc[0]) if len(t) == 1 else None
-
 # %% ../../nbs/run/03_card.ipynb #17f14480
-def _binomial_chance(n: int, p: float = 0.5):
-    from scipy.stats import binom
-    from vlbias_nb.metrics import CI
-    return CI(p, float(binom.ppf(0.025, n, p)) / n, float(binom.ppf(0.975, n, p)) / n)
-
 def gab_text_bias(ctx: CardContext) -> list[dict]:
     "GAB Tab. 1 (§5.1): share of activities whose neutral sentence is closer to the expected gender, per source and overall."
     from vlbias_nb.papers.gab.activities import activity_table, load_gab_activities, SOURCES
@@ -707,6 +546,8 @@ def zero_shot_cifar(key: str) -> Callable:
     run.__doc__ = f"Zero-shot top-1 accuracy on {key} test."
     return run
 
+zero_shot_cifar10, zero_shot_cifar100 = zero_shot_cifar("cifar10"), zero_shot_cifar("cifar100")   # tasks.yaml names these
+
 # %% ../../nbs/run/03_card.ipynb #1783749f
 def zero_shot_imagenet(ctx: CardContext) -> list[dict]:
     "Zero-shot top-1 accuracy on ImageNet val with CLIP's class names and 80 templates."
@@ -765,38 +606,6 @@ def coco_recall(ctx: CardContext) -> list[dict]:
                                    f"text → image Recall@{k} of the original captions among the COCO val images present",
                                    kind="capability", higher_is="more accurate"), "n_items": len(im)})
     return rows
-
-# %% ../../nbs/run/03_card.ipynb #0433a003
-CARD_TASKS: dict[str, CardTask] = {t.name: t for t in [
-    CardTask("gab.text_bias", "GAB", "text-encoder gender-activity bias (Tab. 1)", None, gab_text_bias),
-    CardTask("gab.binding", "GAB", "image → text / text → image gender-activity binding accuracy on the GAB image groups (§5.2)",
-             "gab", gab_binding),
-    CardTask("prompt_array.fairface", "Prompt Array", "MaxSkew@1000, NDKL (gender, race, age) and WEAT on FairFace val (Tab. 2, App. A)",
-             "fairface", prompt_array_fairface),
-    CardTask("social_counterfactuals.maxskew", "SocialCounterfactuals", "MaxSkew@K per segment over counterfactual sets (§4.1)",
-             "social_counterfactuals", social_counterfactuals_maxskew),
-    CardTask("gensynth.coco", "GenSynth", "Bias@K, MaxSkew@K of neutralised COCO val captions, unbalanced and balanced (Tab. 1)",
-             "coco", gensynth_coco),
-    CardTask("prompt_array.harmful", "Prompt Array", "harmful zero-shot misclassification on FairFace val (App. G, Tab. 6)",
-             "fairface", prompt_array_harmful),
-    CardTask("social_counterfactuals.visogender", "SocialCounterfactuals", "VisoGender resolution bias (Tab. 3)", "visogender", visogender_bias),
-    CardTask("social_counterfactuals.pata", "SocialCounterfactuals", "PATA resolution bias (Tab. 3)", "pata", pata_bias),
-    CardTask("capability.cifar10", "Prompt Array", "zero-shot CIFAR-10 accuracy", "cifar10", zero_shot_cifar("cifar10"), "capability"),
-    CardTask("capability.cifar100", "Prompt Array", "zero-shot CIFAR-100 accuracy", "cifar100", zero_shot_cifar("cifar100"), "capability"),
-    CardTask("capability.imagenet", "Prompt Array", "zero-shot ImageNet val accuracy", "imagenet", zero_shot_imagenet, "capability"),
-    CardTask("capability.coco", "GenSynth", "COCO val 2017 text → image Recall@1/5/10 (images present)", "coco", coco_recall, "capability"),
-    CardTask("capability.flickr30k", "Prompt Array", "Flickr30K test text → image Recall@1/5/10", "flickr30k", flickr30k_recall, "capability"),
-]}
-
-NOT_YET_TASKS: dict[str, str] = {}   # measures of issue 24 the card does not compute yet, and why (listed in every card)
-
-def task_status(task: CardTask, roots: dict | None = None) -> tuple[bool, str]:
-    "`(runs, why not)`: whether `task`'s data is present, else what it needs and which variable to set."
-    if task.dataset is None: return True, ""
-    d, root = CARD_DATASETS[task.dataset], dataset_root(task.dataset, roots)
-    if d.present(root): return True, ""
-    how = f"set {d.env} (or --data {task.dataset}=DIR)" if d.env else f"pass --data {task.dataset}=DIR"
-    return False, f"skipped: needs {d.name} ({d.needs}) in {root}; {how}"
 
 # %% ../../nbs/run/03_card.ipynb #1547f6c1
 SCHEMA_VERSION = "1.0"
