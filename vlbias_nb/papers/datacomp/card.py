@@ -59,7 +59,7 @@ def _face_rows(ctx: CardContext, key: str) -> list[dict]:
     w = x[x.group != "all"].loc[lambda t: t.value.idxmin()].copy(); w["group"] = f"worst: {w.group}"
     tab = pd.concat([tab, w.to_frame().T], ignore_index=True)
     name = "FairFace val" if key == "fairface" else "UTKFace"
-    return suite_rows(tab, f"datacomp.{key}", f"{name} ({len(ds)} faces)", fp)
+    return suite_rows(tab, f"datacomp.{key}", f"{name} ({len(ds)} faces)", fp, k=1)
 
 def datacomp_fairface(ctx: CardContext) -> list[dict]:
     "DataComp fairness/fairface on FairFace val: CLIP §7.1 Tab. 3-6 accuracies and crime / non-human rates per group."
