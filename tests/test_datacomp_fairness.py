@@ -12,7 +12,7 @@ from vlbias_nb.paths import InputFormatError, MissingDataError
 from vlbias_nb.papers.datacomp.fairness_suite import (PlantedZeroShot, plant_predictions, datacomp_protocol, face_classes,
                                                       face_codes, face_suite, group_rates, chance_band, proportion_ci,
                                                       object_suite, published_value, toxic_thresholds)
-from vlbias_nb.papers.datacomp.card import datacomp_geode, datacomp_dollar_street, datacomp_fairface
+from vlbias_nb.papers.datacomp.card import datacomp_faces, datacomp_objects
 
 def _ctx(model, key, root, name="planted"):
     return CardContext(model, name, {key: str(root)}, CardConfig(progress=False))
@@ -102,13 +102,13 @@ def test_planted_geode_recovers_region_accuracies_and_random_sits_at_chance(tmp_
     ds = load_geode(root)
     planted = {"Africa": 0.35, "Americas": 0.9, "EastAsia": 0.8, "Europe": 0.95, "SouthEastAsia": 0.6, "WestAsia": 0.7}
     answers, realised = _planted_objects(ds, planted, datacomp_protocol()["geode"]["templates"], seed=5)
-    got = _rows(datacomp_geode(_ctx(PlantedZeroShot(answers), "geode", root)))
+    got = _rows(datacomp_objects(_ctx(PlantedZeroShot(answers), "geode", root), "geode"))
     for reg, a in planted.items():
         r = got.loc[f"datacomp.geode.acc.{reg}"]
         assert r.value == pytest.approx(realised[reg], abs=1e-12)          # the pipeline returns the planted answers
         assert r.ci_low <= a <= r.ci_high                                  # the planted rate inside our interval
     assert got.loc["datacomp.geode.acc.worst", "value"] == realised.min() and "Africa" in got.loc["datacomp.geode.acc.worst", "what"]
-    rnd = _rows(datacomp_geode(_ctx(PlantedZeroShot(seed=11), "geode", root, "random")))
+    rnd = _rows(datacomp_objects(_ctx(PlantedZeroShot(seed=11), "geode", root, "random"), "geode"))
     r = rnd.loc["datacomp.geode.acc.all"]
     assert r.chance == 0.25 and r.chance_low <= r.value <= r.chance_high
 
@@ -118,13 +118,13 @@ def test_planted_dollar_street_top5(tmp_path):
     ds = load_dollar_street(root)
     planted = {"0-200": 0.3, "200-685": 0.6, "685-1998": 0.8, "1998+": 0.95}
     answers, realised = _planted_objects(ds, planted, datacomp_protocol()["dollar_street"]["templates"], seed=1)
-    got = _rows(datacomp_dollar_street(_ctx(PlantedZeroShot(answers), "dollar_street", root)))
+    got = _rows(datacomp_objects(_ctx(PlantedZeroShot(answers), "dollar_street", root), "dollar_street"))
     for g, a in planted.items():
         r = got.loc[f"datacomp.dollar_street.acc_top5.{g}"]
         # top-5 also counts a wrong planted top-1 whose true class ranks 2nd-5th: at least the planted top-1 share
         assert r.value >= realised[g] - 1e-12 and r.k == 5
     assert got.loc["datacomp.dollar_street.acc_top5.all", "chance"] == pytest.approx(5 / 12)
-    rnd = _rows(datacomp_dollar_street(_ctx(PlantedZeroShot(seed=3), "dollar_street", root, "random")))
+    rnd = _rows(datacomp_objects(_ctx(PlantedZeroShot(seed=3), "dollar_street", root, "random"), "dollar_street"))
     for g in planted:
         r = rnd.loc[f"datacomp.dollar_street.acc_top5.{g}"]
         assert r.chance_low <= r.value <= r.chance_high
@@ -142,7 +142,7 @@ def test_planted_fairface_gender_by_race_and_crime_rate(tmp_path):
     toxic = np.where(crime, c + rng.integers(0, n - c, len(ds)), 2 * codes.race.to_numpy() + codes.gender.to_numpy())
     pred = {"race": codes.race.to_numpy(), "gender": gender, "age": codes.age.to_numpy(), "toxic": toxic}
     answers = {image_key(p): [t.format(cls[o][0][pred[o][i]]) for o in pred for t in cls[o][1]] for i, p in enumerate(ds.paths)}
-    got = _rows(datacomp_fairface(_ctx(PlantedZeroShot(answers), "fairface", root)))
+    got = _rows(datacomp_faces(_ctx(PlantedZeroShot(answers), "fairface", root), "fairface"))
     want = face_suite(pred, codes, "fairface")                               # the suite on the planted answers directly
     for r in want.itertuples():
         assert got.loc[f"datacomp.fairface.{r.metric}.{r.group.replace(' ', '_')}", "value"] == pytest.approx(r.value)
@@ -161,7 +161,7 @@ def test_tasks_registered_as_data_and_skipped_without_data(tmp_path):
     for name, key in [("datacomp.fairface", "fairface"), ("datacomp.utkface", "utkface"), ("datacomp.geode", "geode"),
                       ("datacomp.dollar_street", "dollar_street")]:
         t = tasks[name]
-        assert t.dataset == key and t.paper == "DataComp" and callable(t.resolve())
+        assert t.dataset == key and t.paper == "DataComp" and callable(t.resolve()) and dict(t.params) == {"key": key}
         ok, why = task_status(t, {key: str(tmp_path)})
         assert not ok and why.startswith("skipped: needs ") and CARD_DATASETS[key].env in why
     ok, _ = task_status(tasks["datacomp.geode"], {"geode": str(make_geode(tmp_path / "g", n_items=1))})

@@ -15,7 +15,7 @@ from .fairness_suite import (datacomp_protocol, face_classes, face_codes, face_s
                                                        plant_predictions)
 
 # %% auto #0
-__all__ = ['PAPER_NAME', 'suite_rows', 'datacomp_fairface', 'datacomp_utkface', 'datacomp_geode', 'datacomp_dollar_street']
+__all__ = ['PAPER_NAME', 'suite_rows', 'datacomp_faces', 'datacomp_objects']
 
 # %% ../../../nbs/papers/datacomp/01_card.ipynb #a65ec799
 PAPER_NAME = "DataComp"
@@ -45,8 +45,10 @@ def suite_rows(table: pd.DataFrame, # rows of `fairness_suite.RATE_COLUMNS`
                                 higher_is="more biased" if rate else "more accurate"))
     return rows
 
-# %% ../../../nbs/papers/datacomp/01_card.ipynb #9f84b8af
-def _face_rows(ctx: CardContext, key: str) -> list[dict]:
+# %% ../../../nbs/papers/datacomp/01_card.ipynb #b72bcfc9
+def datacomp_faces(ctx: CardContext, key: str = "fairface") -> list[dict]:
+    "DataComp fairness/fairface (FairFace val) or fairness/utkface (all of UTKFace): CLIP §7.1 Tab. 3-6 per group."
+    if key not in ("fairface", "utkface"): raise ValueError(f"key must be 'fairface' or 'utkface', got {key!r}")
     from vlbias_nb.data.faces import load_fairface, load_utkface, face_images
     root = ctx.root(key)
     ds = load_fairface("val", root) if key == "fairface" else load_utkface(root)
@@ -61,19 +63,13 @@ def _face_rows(ctx: CardContext, key: str) -> list[dict]:
     name = "FairFace val" if key == "fairface" else "UTKFace"
     return suite_rows(tab, f"datacomp.{key}", f"{name} ({len(ds)} faces)", fp, k=1)
 
-def datacomp_fairface(ctx: CardContext) -> list[dict]:
-    "DataComp fairness/fairface on FairFace val: CLIP §7.1 Tab. 3-6 accuracies and crime / non-human rates per group."
-    return _face_rows(ctx, "fairface")
-
-def datacomp_utkface(ctx: CardContext) -> list[dict]:
-    "DataComp fairness/utkface on all of UTKFace: CLIP §7.1 Tab. 3-6 accuracies and crime / non-human rates per group."
-    return _face_rows(ctx, "utkface")
-
 # %% ../../../nbs/papers/datacomp/01_card.ipynb #75e431f2
 _PUBLISHED_SOURCE = ("DataComp {task} {metric} (open_clip docs/openclip_classification_results.csv, commit 89fb801; "
                      "resources/card/datacomp/published.csv)")
 
-def _object_rows(ctx: CardContext, key: str) -> list[dict]:
+def datacomp_objects(ctx: CardContext, key: str = "geode") -> list[dict]:
+    "DataComp fairness/geode (top-1 accuracy per region, worst region: acc_wg) or fairness/dollar_street (top-5 per income group: acc_top5_wg)."
+    if key not in ("geode", "dollar_street"): raise ValueError(f"key must be 'geode' or 'dollar_street', got {key!r}")
     from vlbias_nb.data.fairness_datasets import load_geode, load_dollar_street, DOLLAR_STREET_INDEXES
     p = datacomp_protocol()[key]
     root = ctx.root(key)
@@ -89,11 +85,3 @@ def _object_rows(ctx: CardContext, key: str) -> list[dict]:
     name = "GeoDE" if key == "geode" else "Dollar Street"
     return suite_rows(tab, f"datacomp.{key}", f"{name} ({len(ds)} images, {len(ds.classes)} classes, by {ds.group})", fp,
                       paper=pub, paper_source=_PUBLISHED_SOURCE.format(task=f"fairness/{key}", metric=p["main_metric"]), k=k)
-
-def datacomp_geode(ctx: CardContext) -> list[dict]:
-    "DataComp fairness/geode: top-1 accuracy per region and the worst region's (acc_wg)."
-    return _object_rows(ctx, "geode")
-
-def datacomp_dollar_street(ctx: CardContext) -> list[dict]:
-    "DataComp fairness/dollar_street: top-5 accuracy per income group and the worst group's (acc_top5_wg)."
-    return _object_rows(ctx, "dollar_street")
