@@ -10,6 +10,7 @@ from vlbias_nb.data.rehearsal import make_fairface, make_coco2017, write_generat
 from vlbias_nb.methods.embedding_cache import image_key
 from vlbias_nb.papers.social_counterfactuals.counterfactual_captions import set_filename
 from vlbias_nb.run import card as C
+from vlbias_nb.data import social_counterfactuals_release as SCR    # the SocialCounterfactuals readers and image key (issue 33)
 
 K_FACES = 20          # MaxSkew@K on the planted faces (80 faces: K < n, a multiple of the 4-image pattern)
 
@@ -124,13 +125,13 @@ def test_planted_social_counterfactuals_from_the_published_release_layout(plante
     "The same planted sets, read from parquet shards in the release's layout, give the folder layout's MaxSkew."
     from PIL import Image
     from vlbias_nb.papers.social_counterfactuals.intersectional_probing import segment_values
-    folder = C.read_social_counterfactuals(planted["roots"]["social_counterfactuals"])
+    folder = SCR.read_social_counterfactuals(planted["roots"]["social_counterfactuals"])
     A1, A2 = segment_values("race_gender")
     a1 = [A1[c // len(A2)] for c in folder.code]; a2 = [A2[c % len(A2)] for c in folder.code]
     caps = [f"A photo of a {x} {y} {o}" for x, y, o in zip(a1, a2, folder.subject)]
     sets = [f"a_photo_of_race_gender_{o.replace(' ', '_')}_{s}_{c}" for o, s, c in zip(folder.subject, folder["set_index"], folder["candidate"])]
     rel = _write_release(tmp_path / "release", folder.path.tolist(), caps, a1, a2, sets)
-    t, images, layout = C.social_counterfactuals_table(rel)
+    t, images, layout = SCR.social_counterfactuals_table(rel)
     assert layout == "release" and len(t) == 144 and len(images) == 144
     assert t.subject.tolist() == folder.subject.tolist() and t.code.tolist() == folder.code.tolist()
     assert t["set_index"].nunique() == 12 and (t.groupby("set_index").code.nunique() == 12).all()
@@ -149,7 +150,7 @@ def test_planted_social_counterfactuals_from_the_published_release_layout(plante
                              "a1_type": ["race"], "a1": ["Martian"], "a2_type": ["gender"], "a2": ["male"],
                              "counterfactual_set": ["x"]}), bad / "data" / "train-00000-of-00001-x.parquet")
     with pytest.raises(ValueError, match=r"train-00000-of-00001-x.parquet#0: attribute values 'Martian', 'male'"):
-        C.read_social_counterfactuals_release(bad)
+        SCR.read_social_counterfactuals_release(bad)
 
 def test_random_ranking_model_at_chance(planted, tmp_path):
     card = C.make_card("random-card", tmp_path, ["prompt_array.fairface", "social_counterfactuals.maxskew"], planted["roots"],
@@ -526,4 +527,4 @@ def test_social_counterfactuals_physical_segments_use_the_released_five_traits(t
     pq.write_table(pa.table({"image": [{"bytes": b"", "path": None}], "caption": ["A photo of an attractive male pilot"],
                              "a1_type": ["physical"], "a1": ["attractive"], "a2_type": ["gender"], "a2": ["male"],
                              "counterfactual_set": ["x"]}), bad / "data" / "train-00000-of-00001-x.parquet")
-    with pytest.raises(ValueError, match="attractive"): C.read_social_counterfactuals_release(bad)
+    with pytest.raises(ValueError, match="attractive"): SCR.read_social_counterfactuals_release(bad)

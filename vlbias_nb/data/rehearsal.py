@@ -411,8 +411,10 @@ def social_counterfactuals_keys(n_sets: int = 2, # candidate sets (one candidate
                                ) -> list[str]:
     "Keys of race × gender candidate sets in `candidate_items`' form: `s<set:05d>_a_photo_of_race_gender_<occ>_c000_<pos:02d>`."
     if not 1 <= n_sets <= len(occupations): raise ValueError(f"n_sets must be in 1..{len(occupations)}, got {n_sets!r}")
+    from vlbias_nb.data.social_counterfactuals_release import sc_image_key, sc_set_key   # the key's one owner
     n_in_set = len(SC_RACES) * 2
-    return [f"s{i:05d}_a_photo_of_race_gender_{occ}_c000_{pos:02d}" for i, occ in enumerate(occupations[:n_sets]) for pos in range(n_in_set)]
+    return [sc_image_key(sc_set_key(i, f"a_photo_of_race_gender_{occ}", 0), pos) for i, occ in enumerate(occupations[:n_sets])
+            for pos in range(n_in_set)]
 
 def make_social_counterfactuals_sets(root, # the generation folder (VLBIAS_GENERATED/social_counterfactuals)
                                      n_items: int = 2, # candidate sets of 12 images (when `keys` is None)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 import numpy as np
 import pandas as pd
 from ..paths import MissingDataError, InputFormatError, read_csv_input, record_input
@@ -16,8 +17,10 @@ from .releases import release_file, release_folder
 
 # %% auto #0
 __all__ = ['RELEASE_NAME', 'RELEASE_FILES', 'SET_COLUMNS', 'RELEASE_ATTRIBUTES', 'CAPTION_FILE_ATTRIBUTES', 'SEGMENT_TYPES',
-           'PREFIX_OF_SLUG', 'release_layout', 'ReleaseSegment', 'read_release_segment', 'planted_release_rows',
-           'read_release']
+           'PREFIX_OF_SLUG', 'SC_KEY', 'SC_RELEASE_COLUMNS', 'release_layout', 'ReleaseSegment', 'read_release_segment',
+           'planted_release_rows', 'read_release', 'sc_set_key', 'sc_image_key', 'parse_sc_image_key', 'segment_values',
+           'sc_folder_layout', 'read_social_counterfactuals', 'released_shards', 'read_social_counterfactuals_release',
+           'ReleasedImages', 'social_counterfactuals_table']
 
 # %% ../../nbs/data/07_social_counterfactuals_release.ipynb #scr00006
 RELEASE_NAME = "social_counterfactuals"           # the release's name in resources/releases/releases.yaml
@@ -159,3 +162,130 @@ def read_release(folder=None, # folder of the three metadata CSVs; None: the rel
                 ) -> dict[str, ReleaseSegment]:
     "Every segment of the released data set's metadata, `{segment: ReleaseSegment}` in Tab. 1's order."
     return {seg: read_release_segment(seg, folder) for seg in RELEASE_FILES}
+
+# %% ../../nbs/data/07_social_counterfactuals_release.ipynb #scr00019
+SC_KEY = re.compile(r"^s(\d+)_(?:(.+?)_)?(race_gender|physical_gender|physical_race)_(.+)_c(\d+)_(\d+)$")
+
+def sc_set_key(set_index: int, filename: str, candidate: int) -> str:
+    "The key of candidate `candidate` of counterfactual set `set_index` (its file name `<prefix>_<segment>_<occupation>`)."
+    return f"s{int(set_index):05d}_{filename}_c{int(candidate):03d}"
+
+def sc_image_key(set_key: str, position: int) -> str:
+    "The key of the image at `position` of the set `set_key` names."
+    return f"{set_key}_{int(position):02d}"
+
+def parse_sc_image_key(key: str) -> dict | None:
+    "`{set_index, prefix, segment, subject, candidate, position}` of an image key, or None when `key` is not one."
+    m = SC_KEY.match(key)
+    if not m: return None
+    return dict(set_index=int(m[1]), prefix=m[2] or "", segment=m[3], subject=m[4].replace("_", " "), candidate=int(m[5]),
+                position=int(m[6]))
+
+def segment_values(segment: str) -> tuple[list[str], list[str]]:
+    "The released attribute values `(A1, A2)` of `segment` (5 physical traits, 6 races, 2 genders)."
+    if segment not in SEGMENT_TYPES: raise KeyError(f"Unknown segment {segment!r}; one of {list(SEGMENT_TYPES)}")
+    t1, t2 = SEGMENT_TYPES[segment]
+    return list(RELEASE_ATTRIBUTES[t1]), list(RELEASE_ATTRIBUTES[t2])
+
+def sc_folder_layout(p) -> bool:
+    "Whether `p` holds SocialCounterfactuals sets in the project's folder layout (`images/<image key>.png`)."
+    return (Path(p) / "images").is_dir() and any((Path(p) / "images").glob("s*_c*_*.*"))
+
+def read_social_counterfactuals(root) -> pd.DataFrame:
+    "One row per image of a counterfactual-set folder: `path, set_index, segment, subject, candidate, position, a1, a2, code`."
+    rows = []
+    for p in sorted(Path(root, "images").iterdir()):
+        k = parse_sc_image_key(p.stem)
+        if k is None or p.suffix.lower() not in (".png", ".jpg", ".jpeg"): continue
+        seg, pos = k["segment"], k["position"]
+        A1, A2 = segment_values(seg)
+        if pos >= len(A1) * len(A2): raise ValueError(f"{p}: position {pos} is outside a {seg} set of {len(A1) * len(A2)} images")
+        i, j = divmod(pos, len(A2))
+        rows.append(dict(path=str(p), set_index=k["set_index"], segment=seg, subject=k["subject"], candidate=k["candidate"],
+                         position=pos, a1=A1[i], a2=A2[j], code=pos))
+    if not rows: raise MissingDataError(f"No counterfactual-set images named s<set>_<prefix>_<segment>_<occupation>_c<candidate>_<position> in {root}/images.")
+    return pd.DataFrame(rows)
+
+# %% ../../nbs/data/07_social_counterfactuals_release.ipynb #1c85e5e4
+SC_RELEASE_COLUMNS = ("image", "caption", "a1_type", "a1", "a2_type", "a2", "counterfactual_set")  # Intel/SocialCounterfactuals
+
+def released_shards(root) -> list[Path]:
+    "The parquet shards of a local copy of the published release (`data/*.parquet`, else `*.parquet`), sorted."
+    root = Path(root)
+    return sorted(root.glob("data/*.parquet")) or sorted(root.glob("*.parquet"))
+
+def _release_type(t, where: str) -> str:
+    "The attribute type (race, gender, physical) a released `a*_type` value names."
+    k = str(t).strip().lower().replace(" ", "_")
+    for name in RELEASE_ATTRIBUTES:
+        if k.startswith(name): return name
+    raise ValueError(f"{where}: attribute type {t!r} is not one of {list(RELEASE_ATTRIBUTES)}")
+
+# %% ../../nbs/data/07_social_counterfactuals_release.ipynb #bd723aaf
+def read_social_counterfactuals_release(root) -> pd.DataFrame:
+    """One row per image of the published release's parquet shards under `root`: the columns of
+    `read_social_counterfactuals`, `path` being `<shard>#<row>` (decoded by `ReleasedImages`) and `caption` added."""
+    import pyarrow.parquet as pq
+    shards, frames = released_shards(root), []
+    if not shards: raise MissingDataError(f"No parquet shards of the SocialCounterfactuals release (data/*.parquet) in {root}.")
+    for f in shards:
+        names = pq.ParquetFile(f).schema_arrow.names
+        miss = [c for c in SC_RELEASE_COLUMNS if c not in names]
+        if miss: raise ValueError(f"{f}: not a SocialCounterfactuals release shard: columns {miss} missing (it has {names})")
+        d = pq.read_table(f, columns=[c for c in SC_RELEASE_COLUMNS if c != "image"]).to_pandas()
+        d["path"] = [f"{f}#{i}" for i in range(len(d))]
+        frames.append(d)
+    d = pd.concat(frames, ignore_index=True)
+    rows = []
+    for r in d.itertuples(index=False):
+        t1, t2 = _release_type(r.a1_type, r.path), _release_type(r.a2_type, r.path)
+        seg = f"{t1}_{t2}"
+        if seg not in SEGMENT_TYPES: raise ValueError(f"{r.path}: attribute types {t1} × {t2} are not a segment ({list(SEGMENT_TYPES)})")
+        A1, A2 = segment_values(seg)
+        if r.a1 not in A1 or r.a2 not in A2:
+            raise ValueError(f"{r.path}: attribute values {r.a1!r}, {r.a2!r} are not {t1} × {t2} values of the paper ({A1} × {A2})")
+        cap = str(r.caption)
+        if f" {r.a2} " not in f" {cap} ": raise ValueError(f"{r.path}: caption {cap!r} does not name {r.a2!r}")
+        pos = A1.index(r.a1) * len(A2) + A2.index(r.a2)
+        rows.append(dict(path=r.path, set_name=str(r.counterfactual_set), segment=seg,
+                         subject=f" {cap} ".split(f" {r.a2} ", 1)[1].strip().rstrip("."), candidate=0, position=pos,
+                         a1=r.a1, a2=r.a2, code=pos, caption=cap))
+    t = pd.DataFrame(rows)
+    t.insert(1, "set_index", pd.factorize(t.set_name, sort=True)[0])
+    return t.drop(columns="set_name")
+
+class ReleasedImages:
+    "The images of release rows `paths` (`<shard>#<row>`), decoded on indexing; one row group of one shard is kept read."
+    def __init__(self, paths: Sequence[str]):
+        self.items = [(p.rsplit("#", 1)[0], int(p.rsplit("#", 1)[1])) for p in paths]
+        self._group, self._shards = (None, None, None), {}  # (shard, row group, its image column); shard -> (file, row-group starts)
+    def __len__(self): return len(self.items)
+    def __getstate__(self): return {"items": self.items}      # open files and decoded groups stay with their process
+    def __setstate__(self, d): self.__init__([f"{s}#{r}" for s, r in d["items"]])
+    def _shard(self, shard: str):
+        if shard not in self._shards:
+            import pyarrow.parquet as pq
+            pf = pq.ParquetFile(shard)
+            self._shards[shard] = (pf, np.cumsum([0] + [pf.metadata.row_group(g).num_rows for g in range(pf.num_row_groups)]))
+        return self._shards[shard]
+    def _image_bytes(self, shard: str, row: int) -> bytes:
+        pf, starts = self._shard(shard)
+        g = int(np.searchsorted(starts, row, side="right")) - 1
+        if not 0 <= row < starts[-1]: raise IndexError(f"{shard}: no row {row} (it has {int(starts[-1])})")
+        if self._group[:2] != (shard, g): self._group = (shard, g, pf.read_row_group(g, columns=["image"]).column("image").to_pylist())
+        x = self._group[2][row - int(starts[g])]
+        return x["bytes"] if isinstance(x, dict) else x
+    def __getitem__(self, i):
+        import io
+        from PIL import Image
+        shard, row = self.items[i]
+        try: return Image.open(io.BytesIO(self._image_bytes(shard, row))).convert("RGB")
+        except OSError as e: raise ValueError(f"{shard}#{row}: the image bytes cannot be read ({e})") from e
+
+def social_counterfactuals_table(root) -> tuple[pd.DataFrame, Sequence, str]:
+    "`(rows, images, layout)` of the SocialCounterfactuals copy at `root`: the project's folder layout, else the published release."
+    if sc_folder_layout(Path(root)):
+        t = read_social_counterfactuals(root)
+        return t, t.path.tolist(), "folder"
+    t = read_social_counterfactuals_release(root)
+    return t, ReleasedImages(t.path.tolist()), "release"

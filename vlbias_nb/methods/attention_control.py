@@ -252,15 +252,16 @@ def candidate_items(sets: Sequence[dict], n_candidates: int = 100, seed: int = 0
     if not 0 <= lo <= hi <= 1: raise ValueError(f"p_range {p_range} must satisfy 0 <= lo <= hi <= 1")
     if cfg_range is not None and not 0 <= cfg_range[0] <= cfg_range[1]: raise ValueError(f"cfg_range {cfg_range} must satisfy 0 <= lo <= hi")
     if n_candidates < 1: raise ValueError("n_candidates must be >= 1")
+    from vlbias_nb.data.social_counterfactuals_release import sc_image_key, sc_set_key   # the key's one owner
     items = []
     for s in sets:
         for c in range(n_candidates):
             rng = np.random.default_rng([seed, s["set_index"], c])
             p, latent_seed = float(rng.uniform(lo, hi)), int(rng.integers(2 ** 31))
             cfg = {} if cfg_range is None else dict(guidance_scale=float(rng.uniform(*cfg_range)))
-            set_key = f"s{s['set_index']:05d}_{s['filename']}_c{c:03d}"
+            set_key = sc_set_key(s["set_index"], s["filename"], c)
             for pos, cap in enumerate(s["captions"]):
-                items.append(dict(key=f"{set_key}_{pos:02d}", seed=latent_seed, prompt=cap, set_key=set_key,
+                items.append(dict(key=sc_image_key(set_key, pos), seed=latent_seed, prompt=cap, set_key=set_key,
                                   set_index=s["set_index"], candidate=c, position=pos, n_in_set=len(s["captions"]), p=p, **cfg))
     return items
 

@@ -13,13 +13,13 @@ from ..paths import GENERATED_ENV, env_path, dataset_folder, data_root, download
 from ..resources import read_resource_csv, read_resource_yaml
 from ..report import paper_values
 from ..metrics import CI
-from .embedding_cache import EmbeddingCache
+from .embedding_cache import EmbeddingCache, image_key, json_digest
 
 # %% auto #0
 __all__ = ['TASKS_FILE', 'DATASETS_FILE', 'TASK_FIELDS', 'CARD_DATASETS', 'CARD_TASKS', 'NOT_YET_TASKS', 'MEASURE_FIELDS',
            'CardTask', 'CardDataset', 'load_card_datasets', 'load_card_tasks', 'dataset_root', 'task_status',
            'dataset_fingerprint', 'CardConfig', 'CardContext', 'measure_row', 'paper_model_aliases', 'paper_model_name',
-           'paper_number', 'binomial_chance']
+           'paper_number', 'binomial_chance', 'PlantedCardModel']
 
 # %% ../../nbs/methods/07_card.ipynb #37ad7123
 @dataclass(frozen=True)
@@ -242,3 +242,31 @@ def binomial_chance(n: int, p: float = 0.5) -> CI:
     return CI(p, float(binom.ppf(0.025, n, p)) / n, float(binom.ppf(0.975, n, p)) / n)
 
 _binomial_chance = binomial_chance           # the name the task functions used before issue 33
+
+# %% ../../nbs/methods/07_card.ipynb #93dd44ce
+def _hash_vec(key: str, dim: int, seed: int) -> np.ndarray:
+    return np.random.default_rng(int(hashlib.sha256(f"{seed}\0{key}".encode()).hexdigest()[:15], 16)).standard_normal(dim)
+
+class PlantedCardModel:
+    "A model whose rankings are planted (`positions`: image key -> [0, 1], first = most similar) or uniformly random (None)."
+    def __init__(self, positions: dict | None = None, name: str = "planted-card", seed: int = 0, dim: int = 16, text_noise: float = 0.05):
+        self.positions, self.name, self.seed, self.dim, self.text_noise = positions, name, seed, dim, text_noise
+        self.logit_scale = 100.0
+    def identity(self) -> dict:
+        return dict(name=self.name, planted=None if self.positions is None else json_digest(self.positions), seed=self.seed)
+    def preprocessing(self, kind: str) -> dict: return dict(kind=kind, planted=True)
+    def _unit(self, X): return (X / np.linalg.norm(X, axis=1, keepdims=True)).astype(np.float32)
+    def encode_text(self, texts, batch_size: int = 256, progress=None) -> np.ndarray:
+        texts = [texts] if isinstance(texts, str) else list(texts)
+        if self.positions is None: return self._unit(np.stack([_hash_vec("t" + t, self.dim, self.seed) for t in texts]).reshape(-1, self.dim))
+        X = np.zeros((len(texts), self.dim)); X[:, 0] = 1.0
+        for i, t in enumerate(texts): X[i, 2:] = self.text_noise * _hash_vec("t" + t, self.dim - 2, self.seed)
+        return self._unit(X)
+    def encode_image(self, images, batch_size: int = 64, progress=None) -> np.ndarray:
+        keys = [image_key(images[i]) for i in range(len(images))]
+        if self.positions is None: return self._unit(np.stack([_hash_vec("i" + k, self.dim, self.seed) for k in keys]).reshape(-1, self.dim))
+        X = np.zeros((len(keys), self.dim))
+        for i, k in enumerate(keys):
+            p = self.positions.get(k, 1.0)
+            X[i, 0], X[i, 1] = np.cos(np.pi * p), np.sin(np.pi * p)
+        return X.astype(np.float32)

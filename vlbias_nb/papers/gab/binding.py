@@ -11,6 +11,7 @@ import pandas as pd
 from .activities import GENDER_NOUNS, activity_phrase, activity_table, load_gab_activities
 from ...metrics import paired_choice, recall_at_k, reciprocal_rank, bootstrap_ci
 from ...resources import read_resource_csv
+from ...methods.card import paper_model_aliases
 from ...report import compare_with_paper, paper_values, random_weight_model
 from ...seeds import derive_seed, numpy_rng
 
@@ -493,11 +494,7 @@ def release_t2i_pairs(rows: pd.DataFrame, # `data.gab_release.read_t2i`'s frame
                     correct=authors_choice(d.male_sim_prob.to_numpy(), truth))
 
 # %% ../../../nbs/papers/gab/01_binding.ipynb #b01c6432
-PAPER_MODELS = {"AltCLIP": "BAAI/AltCLIP", "EVA01-g-14": "EVA01-g-14/laion400m_s11b_b41k",
-                "EVA02-L-14": "EVA02-L-14/merged2b_s4b_b131k", "CLIP-RN50x64": "RN50x64/openai",
-                "CLIP-ViT-B-16": "ViT-B-16/openai", "NegCLIP-ViT-B-32": "NegCLIP-ViT-B-32", "CLIP-ViT-B-32": "ViT-B-32/openai",
-                "CLIP-ViT-L-14": "ViT-L-14/openai", "COCA-ViT-B-32": "coca_ViT-B-32/laion2b_s13b_b90k",
-                "COCA-ViT-L-14": "coca_ViT-L-14/laion2b_s13b_b90k", "Flava": "facebook/flava-full", "Align": "kakaobrain/align-base"}
+PAPER_MODELS = paper_model_aliases("GAB")   # the paper's model name -> zoo name (resources/card/paper_models.csv)
 AR_TABLES = {"phaze3": "Tab. 5", "phaze2": "Tab. 6", "phaze1": "Tab. 7"}  # activity source -> its activity-recognition table
 
 def paper_model_values(item: str, # a GAB item with per-model numbers: "Tab. 1", "Tab. 5", "Tab. 6", "Tab. 7"
