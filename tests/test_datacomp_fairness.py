@@ -166,3 +166,12 @@ def test_tasks_registered_as_data_and_skipped_without_data(tmp_path):
         assert not ok and why.startswith("skipped: needs ") and CARD_DATASETS[key].env in why
     ok, _ = task_status(tasks["datacomp.geode"], {"geode": str(make_geode(tmp_path / "g", n_items=1))})
     assert ok
+
+def test_published_value_beside_ours_on_the_worst_group_row(tmp_path):
+    root = make_geode(tmp_path / "g", n_items=1)
+    got = _rows(datacomp_objects(_ctx(PlantedZeroShot(), "geode", root, "ViT-B-32/openai"), "geode"))
+    assert got.loc["datacomp.geode.acc.worst", "paper"] == 0.8217                     # open_clip's table, GeoDE column
+    assert "acc_wg" in got.loc["datacomp.geode.acc.worst", "paper_source"]
+    assert got.drop("datacomp.geode.acc.worst").paper.isna().all()
+    other = _rows(datacomp_objects(_ctx(PlantedZeroShot(), "geode", root, "tiny-clip"), "geode"))
+    assert other.paper.isna().all()

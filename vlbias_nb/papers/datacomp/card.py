@@ -65,7 +65,9 @@ def datacomp_faces(ctx: CardContext, key: str = "fairface") -> list[dict]:
 
 # %% ../../../nbs/papers/datacomp/01_card.ipynb #75e431f2
 _PUBLISHED_SOURCE = ("DataComp {task} {metric} (open_clip docs/openclip_classification_results.csv, commit 89fb801; "
-                     "resources/card/datacomp/published.csv)")
+                     "resources/card/datacomp/published.csv); not like for like: our templates are stand-ins for DataComp's "
+                     "(protocol.yaml, verified: false){extra}")
+_PUBLISHED_EXTRA = {"geode": "", "dollar_street": ", and our four income bins are not DataComp's income_ds groups"}
 
 def datacomp_objects(ctx: CardContext, key: str = "geode") -> list[dict]:
     "DataComp fairness/geode (top-1 accuracy per region, worst region: acc_wg) or fairness/dollar_street (top-5 per income group: acc_top5_wg)."
@@ -84,4 +86,5 @@ def datacomp_objects(ctx: CardContext, key: str = "geode") -> list[dict]:
     pub = published_value(ctx.model_name, key)
     name = "GeoDE" if key == "geode" else "Dollar Street"
     return suite_rows(tab, f"datacomp.{key}", f"{name} ({len(ds)} images, {len(ds.classes)} classes, by {ds.group})", fp,
-                      paper=pub, paper_source=_PUBLISHED_SOURCE.format(task=f"fairness/{key}", metric=p["main_metric"]), k=k)
+                      paper=pub, paper_source=_PUBLISHED_SOURCE.format(task=f"fairness/{key}", metric=p["main_metric"],
+                                                               extra=_PUBLISHED_EXTRA[key]), k=k)
