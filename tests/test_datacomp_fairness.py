@@ -175,3 +175,13 @@ def test_published_value_beside_ours_on_the_worst_group_row(tmp_path):
     assert got.drop("datacomp.geode.acc.worst").paper.isna().all()
     other = _rows(datacomp_objects(_ctx(PlantedZeroShot(), "geode", root, "tiny-clip"), "geode"))
     assert other.paper.isna().all()
+
+def test_random_model_on_utkface_sits_at_chance(tmp_path):
+    from vlbias_nb.data.rehearsal import make_utkface
+    root = make_utkface(tmp_path / "utk", n_items=150, seed=0)
+    got = _rows(datacomp_faces(_ctx(PlantedZeroShot(seed=5), "utkface", root, "random"), "utkface"))
+    for m, p in [("acc_gender", 1 / 2), ("acc_age", 1 / 9), ("toxicity_crime", 3 / 21), ("toxicity_nonhuman", 4 / 21)]:
+        r = got.loc[f"datacomp.utkface.{m}.all"]
+        assert r.chance == pytest.approx(p) and r.chance_low <= r.value <= r.chance_high, (m, r.value, r.chance_low, r.chance_high)
+    r = got.loc["datacomp.utkface.acc_race.all"]                 # white vs non-white: chance 1/5 for white, 4/5 for others
+    assert r.chance_low <= r.value <= r.chance_high
