@@ -5,130 +5,29 @@
 # %% ../../nbs/run/03_card.ipynb #313d8f9e
 from __future__ import annotations
 import argparse, hashlib, json, math, os, re, sys, time
-from dataclasses import dataclass, asdict
+from dataclasses import asdict
 from pathlib import Path
 from typing import Sequence
 import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
-from ..paths import (MissingDataError, write_json_atomic, write_text_atomic, weights_mode, project_root, in_checkout,
-                             downloads_allowed)
+from ..paths import MissingDataError, write_json_atomic, write_text_atomic, weights_mode, project_root, in_checkout
 from ..resources import read_resource_json
 from ..report import random_weight_model, environment_record
-from ..zoo.registry import (MODEL_REGISTRY, OPENAI_CLIP_ALIASES, ModelSpec, UnknownModelError, MissingWeightsError,
-                                    resolve_model, hf_family)
+from ..zoo.registry import UnknownModelError, MissingWeightsError
+from ..zoo.model_names import ModelName, CARD_FORMS, normalise_model_name, resolve_card_model, load_card_model
 from ..methods.embedding_cache import EmbeddingCache, json_digest
 from ..methods.card import (CardTask, CardDataset, CardConfig, CardContext, PlantedCardModel, MEASURE_FIELDS, measure_row,
                                     paper_number, dataset_root, dataset_fingerprint, CARD_DATASETS, CARD_TASKS, NOT_YET_TASKS,
                                     task_status)
 
 # %% auto #0
-__all__ = ['CARD_FORMS', 'SCHEMA_VERSION', 'CARD_SCHEMA', 'LABEL_SUFFIXES', 'SITE_CARDS', 'RESERVED_CARD_PAGES', 'ModelName',
-           'normalise_model_name', 'resolve_card_model', 'load_card_model', 'model_record', 'data_state', 'run_tasks',
-           'card_schema', 'validate_card', 'build_card', 'card_figure', 'card_table_lines', 'card_skipped_lines',
-           'card_markdown', 'write_card_outputs', 'make_card', 'CardInputError', 'find_cards', 'leaderboard',
-           'bias_accuracy_figure', 'compare_cards', 'card_slug', 'card_provenance', 'card_page_markdown',
+__all__ = ['SCHEMA_VERSION', 'CARD_SCHEMA', 'LABEL_SUFFIXES', 'SITE_CARDS', 'RESERVED_CARD_PAGES', 'model_record', 'data_state',
+           'run_tasks', 'card_schema', 'validate_card', 'build_card', 'card_figure', 'card_table_lines',
+           'card_skipped_lines', 'card_markdown', 'write_card_outputs', 'make_card', 'CardInputError', 'find_cards',
+           'leaderboard', 'bias_accuracy_figure', 'compare_cards', 'card_slug', 'card_provenance', 'card_page_markdown',
            'publish_card', 'leaderboard_page_markdown', 'publish_leaderboard', 'process_rank', 'shard_models',
            'card_parser', 'read_models_file', 'check_card_args', 'torch_cuda_count', 'card_main']
-
-# %% ../../nbs/run/03_card.ipynb #d078d2d1
-@dataclass(frozen=True)
-class ModelName:
-    "A model name as the user gave it, and what the zoo is asked for."
-    given: str                     # as written on the command line or in a --models file
-    form: str                      # registered | open_clip | clip_benchmark | hf-hub | transformers | local | debias
-    name: str                      # the name passed to `load_model`
-    load_kw: tuple = ()            # extra `load_model` keywords, as (key, value) pairs
-    fetch: str | None = None       # what a download would fetch (hub forms), None for local / registered-offline forms
-    note: str = ""
-
-    @property
-    def kwargs(self) -> dict: return dict(self.load_kw)
-
-CARD_FORMS = ("registered", "open_clip", "clip_benchmark", "hf-hub", "transformers", "local", "debias")
-
-# %% ../../nbs/run/03_card.ipynb #c94968aa
-def _hub_family(repo: str) -> tuple[str | None, str]:
-    """The zoo family of transformers hub model `repo` from its `config.json` (`model_type`) when a local copy exists
-    (a folder, `$VLBIAS_MODELS/<repo>` or the HF cache), else `(None, 'config.json of <repo> from the hub')`."""
-    from vlbias_nb.zoo.weights import hf_local_folder, hub_endpoint
-    d = hf_local_folder(repo, "config.json")
-    if d is None: return None, f"{hub_endpoint()}/{repo}/resolve/main/config.json (to read the model family), then the weights"
-    return hf_family(json.loads((Path(d) / "config.json").read_text()).get("model_type"), repo), ""
-
-# %% ../../nbs/run/03_card.ipynb #f38123f0
-def _open_clip_arch(a: str) -> bool:
-    import open_clip
-    return a in open_clip.list_models()
-
-def normalise_model_name(given: str) -> ModelName:
-    "What `given` (any form of the table above) asks the zoo for. Raises `UnknownModelError` naming `given`."
-    g = str(given).strip()
-    if not g: raise UnknownModelError("Empty model name.")
-    if g.startswith("debias:"): return ModelName(g, "debias", g)
-    if g in MODEL_REGISTRY or g in OPENAI_CLIP_ALIASES: return ModelName(g, "registered", g)
-    if g.startswith("local-dir:") or Path(g).expanduser().exists():
-        p = Path(g[len("local-dir:"):] if g.startswith("local-dir:") else g).expanduser()
-        if not p.exists(): raise MissingWeightsError(f"Model {g!r}: the local folder or file {p} does not exist.")
-        if p.is_file(): raise UnknownModelError(f"Model {g!r} is a checkpoint file: give its architecture the CLIP_benchmark "
-                                                f"way, 'ARCH,{p}' (e.g. 'ViT-B-32,{p}').")
-        return ModelName(g, "local", str(p.resolve()))
-    if g.startswith("hf-hub:"): return ModelName(g, "hf-hub", g, fetch=f"the open_clip model {g[7:]} from the hub")
-    if "," in g:                                             # CLIP_benchmark: ARCH,TAG or ARCH,/path/to/checkpoint
-        arch, tag = (s.strip() for s in g.split(",", 1))
-        if not _open_clip_arch(arch): raise UnknownModelError(f"Model {g!r}: {arch!r} is not an open_clip architecture.")
-        if Path(tag).expanduser().is_file():
-            return ModelName(g, "clip_benchmark", str(Path(tag).expanduser().resolve()), (("arch", arch),))
-        return ModelName(g, "clip_benchmark", f"{arch}/{tag}")
-    if "/" in g and _open_clip_arch(g.split("/", 1)[0]): return ModelName(g, "open_clip", g)
-    if re.fullmatch(r"[\w.-]+/[\w.-]+", g):                 # a transformers hub id
-        fam, fetch = _hub_family(g)
-        return ModelName(g, "transformers", g, (("family", fam),) if fam else (), fetch=fetch or None,
-                         note="" if fam else "family read from config.json once it is fetched")
-    raise UnknownModelError(f"Model {g!r}: not a registered name, open_clip 'ARCH/TAG', CLIP_benchmark 'ARCH,TAG', "
-                            f"'hf-hub:ORG/NAME', a transformers hub id, 'local-dir:PATH' or 'debias:...'.")
-
-# %% ../../nbs/run/03_card.ipynb #4075aabc
-def resolve_card_model(given: str) -> dict:
-    "`{given, form, name, family, arch, tag, status, where, fetch, how}` of a model name, resolved offline (nothing loaded)."
-    from vlbias_nb.zoo.factory import model_availability
-    m = normalise_model_name(given)
-    kw = m.kwargs
-    if m.form == "debias":
-        from vlbias_nb.zoo.debiased import parse_debias_name
-        spec = resolve_model(parse_debias_name(m.name)[0])
-    elif m.form == "transformers" and "family" not in kw:
-        spec = ModelSpec(m.name, "hf-transformers (family from config.json)", hub_id=m.name)
-    else: spec = resolve_model(m.name, arch=kw.get("arch"), family=kw.get("family"))
-    out = dict(given=m.given, form=m.form, name=m.name, family=spec.family, arch=spec.arch, tag=spec.tag, hub_id=spec.hub_id,
-               checkpoint=spec.checkpoint, fetch=m.fetch, note=m.note)
-    if spec.random_init: return {**out, "status": "present", "where": "random weights (tiny test model)", "how": ""}
-    if weights_mode() == "random":                     # the rehearsal's switch: real architecture, random weights, offline
-        return {**out, "status": "random", "where": "random weights (VLBIAS_WEIGHTS=random)", "how": ""}
-    if m.form == "transformers" and "family" not in kw:
-        from vlbias_nb.zoo.weights import hf_missing_message
-        st = "download" if downloads_allowed() else "missing"
-        how = "" if st == "download" else hf_missing_message(m.name, "transformers vision-language model (family from its config.json)",
-                                                             "downloading is turned off (set VLBIAS_ALLOW_DOWNLOAD=1 to allow it)")
-        return {**out, "status": st, "where": None, "how": how}
-    if spec.checkpoint and m.form == "clip_benchmark":
-        return {**out, "status": "present", "where": spec.checkpoint, "how": ""}
-    a = model_availability(m.name, family=kw.get("family"))
-    return {**out, "status": a["status"], "where": a["where"], "how": a["how"]}
-
-# %% ../../nbs/run/03_card.ipynb #b50c1017
-def load_card_model(given: str, device: str = "auto", seed: int = 0):
-    "The zoo model `given` names (any form), loaded through `zoo.factory.load_model` under the zoo's download policy."
-    from vlbias_nb.zoo.factory import load_model
-    m = normalise_model_name(given)
-    kw = m.kwargs
-    if m.form == "transformers" and "family" not in kw:       # only config.json, through the zoo's download policy
-        from transformers import PretrainedConfig
-        from vlbias_nb.zoo.weights import load_from_hub
-        mt = load_from_hub(m.name, "transformers vision-language model (family from its config.json)",
-                           lambda src, local: PretrainedConfig.get_config_dict(src, local_files_only=local)[0].get("model_type"))
-        kw = {"family": hf_family(mt, given)}
-    return load_model(m.name, device=device, seed=seed, **kw)
 
 # %% ../../nbs/run/03_card.ipynb #1547f6c1
 SCHEMA_VERSION = "1.0"
@@ -214,31 +113,10 @@ def card_schema() -> dict:
     "The JSON Schema of `card.json` (`vlbias_nb/resources/card/card.schema.json`)."
     return read_resource_json(CARD_SCHEMA)
 
-def _mini_validate(x, s: dict, where: str = "card"):
-    "A small JSON Schema subset (type, required, properties, additionalProperties, items, enum) for machines without jsonschema."
-    types = {"object": dict, "array": list, "string": str, "number": (int, float), "integer": int, "boolean": bool, "null": type(None)}
-    ts = s.get("type")
-    if ts is not None:
-        ts = [ts] if isinstance(ts, str) else ts
-        if not any(isinstance(x, types[t]) and not (t in ("number", "integer") and isinstance(x, bool)) for t in ts):
-            raise ValueError(f"{where}: {x!r} is not of type {ts}")
-    if "enum" in s and x not in s["enum"]: raise ValueError(f"{where}: {x!r} is not one of {s['enum']}")
-    if isinstance(x, dict):
-        for k in s.get("required", []):
-            if k not in x: raise ValueError(f"{where}: '{k}' is a required property")
-        for k, v in x.items():
-            if k in s.get("properties", {}): _mini_validate(v, s["properties"][k], f"{where}.{k}")
-            elif isinstance(s.get("additionalProperties"), dict): _mini_validate(v, s["additionalProperties"], f"{where}.{k}")
-            elif s.get("additionalProperties") is False: raise ValueError(f"{where}: unexpected property '{k}'")
-    if isinstance(x, list) and "items" in s:
-        for i, v in enumerate(x): _mini_validate(v, s["items"], f"{where}[{i}]")
-
 def validate_card(card: dict) -> dict:
-    "Raise `ValueError` naming the first field of `card` that does not follow the schema; returns `card`."
-    s = card_schema()
-    try: import jsonschema
-    except ImportError: _mini_validate(card, s); return card
-    try: jsonschema.validate(card, s)
+    "Raise `ValueError` naming the first field of `card` that does not follow the schema (`jsonschema`); returns `card`."
+    import jsonschema                      # installed with nbformat, a core requirement
+    try: jsonschema.validate(card, card_schema())
     except jsonschema.ValidationError as e:
         raise ValueError(f"card.json does not follow the schema at {'/'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}") from None
     return card
@@ -331,11 +209,13 @@ def make_card(given: str, # the model name, any form (`normalise_model_name`)
               resume: bool = False, # skip tasks whose result for this model is already in out_dir
               model=None, # an already built model (e.g. a `PlantedCardModel`); default: loaded by name
               cache: EmbeddingCache | None | bool = True, # the embedding cache (True: the project's; None/False: none)
+              resolved: dict | None = None, # `given`'s record from `resolve_card_model`, when the caller resolved it already
              ) -> dict:
     "Run the card of one model and write `card.json`, `card.md`, `card.png`; returns the card."
     config = config or CardConfig()
-    resolved = None if model is not None else resolve_card_model(given)
-    if model is None: model = load_card_model(given, device=device, seed=config.seed)
+    if model is None:                                            # the name is resolved once per run, then loaded from its record
+        resolved = resolved or resolve_card_model(given)
+        model = load_card_model(resolved, device=device, seed=config.seed)
     out_dir = Path(out_dir) if out_dir else project_root() / "runs" / "card" / _slug(given)
     cache = EmbeddingCache() if cache is True else (cache or None)
     ctx = CardContext(model, getattr(model, "name", given), dict(roots or {}), config, cache)
@@ -571,7 +451,7 @@ def read_models_file(path) -> list[str]:
 
 # %% ../../nbs/run/03_card.ipynb #1b4416a1
 def check_card_args(args) -> dict:
-    "Validate every argument before work starts; returns `{models, roots, out, only}`. Raises `CardInputError` naming the input."
+    "Validate every argument before work starts; returns `{models, roots, out, only, resolved}`. Raises `CardInputError` naming the input."
     if getattr(args, "publish", False) and not in_checkout():
         raise CardInputError("--publish writes the site's pages (nbs/cards/) of a checkout of vlbias-nb; this is an installed "
                              "copy: clone the repository to publish, or run without --publish.")
@@ -580,11 +460,12 @@ def check_card_args(args) -> dict:
     if args.compare:
         if args.models or args.models_file: raise CardInputError("give either models or --compare, not both.")
         find_cards(args.compare)
-        return dict(models=[], roots={}, out=out or Path("runs/card/compare"), only=None)
+        return dict(models=[], roots={}, out=out or Path("runs/card/compare"), only=None, resolved={})
     models = list(args.models) + (read_models_file(args.models_file) if args.models_file else [])
     if not models: raise CardInputError("no model given: name one (e.g. 'vlbias card tiny-clip'), or --models FILE, or --compare.")
+    resolved = {}
     for m in models:                                        # offline: names, then whether the weights are here
-        try: r = resolve_card_model(m)
+        try: resolved[m] = r = resolve_card_model(m)
         except (UnknownModelError, MissingWeightsError, ValueError) as e:
             raise CardInputError(f"model {m!r}: {str(e).splitlines()[0]}") from None
         if r["status"] == "missing": raise CardInputError(f"model {m!r}: {r['how']}")
@@ -600,7 +481,7 @@ def check_card_args(args) -> dict:
     if not re.fullmatch(r"auto|cpu|mps|cuda(:\d+)?", args.device): raise CardInputError(f"--device {args.device!r}: one of auto, cpu, cuda, cuda:N, mps.")
     if args.device.startswith("cuda") and int((args.device + ":0").split(":")[1]) >= torch_cuda_count():
         raise CardInputError(f"--device {args.device!r}: this machine has {torch_cuda_count()} CUDA device(s).")
-    return dict(models=models, roots=roots, out=out, only=args.only)
+    return dict(models=models, roots=roots, out=out, only=args.only, resolved=resolved)
 
 # %% ../../nbs/run/03_card.ipynb #945e21cd
 def torch_cuda_count() -> int:
@@ -631,7 +512,7 @@ def card_main(argv: Sequence[str] | None = None) -> int:
         cfg = CardConfig(seed=args.seed, batch_size=args.batch_size, progress=not args.no_progress)
         for m in shard_models(a["models"], rank, world):
             d = _card_dir(a["out"], m, several)
-            card = make_card(m, d, a["only"], a["roots"], cfg, device, args.resume)
+            card = make_card(m, d, a["only"], a["roots"], cfg, device, args.resume, resolved=a["resolved"].get(m))
             print(f"{m}: {len(card['measures'])} measure(s), {len(card['skipped'])} task(s) skipped -> {d / 'card.json'}")
             if args.publish: print(f"published: {publish_card(d)['page']}")
         if several:

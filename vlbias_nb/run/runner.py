@@ -357,9 +357,9 @@ def _hub_input(param, kind, name, marker="config.json", what="transformers model
         f"here (HF_HOME / HF_HUB_CACHE), pass a local folder, or set {ALLOW_DOWNLOAD_ENV}=1 to let it be downloaded"))
 
 def _zoo_input(param, kind, name) -> InputCheck:
-    from vlbias_nb.zoo.factory import model_availability
+    from vlbias_nb.zoo.model_names import resolve_card_model, LOADER_FORMS   # the zoo's one model-name grammar
     from vlbias_nb.zoo.registry import UnknownModelError, MissingWeightsError
-    try: r = model_availability(name)
+    try: r = resolve_card_model(name, forms=LOADER_FORMS)
     except UnknownModelError as e: return InputCheck(param, kind, name, "unknown", how=str(e))
     except (MissingWeightsError, ValueError) as e: return InputCheck(param, kind, name, "missing", how=str(e))
     return InputCheck(param, kind, name, r["status"], where=r["where"], how=r["how"], fingerprint=r["fingerprint"])
