@@ -82,7 +82,8 @@ def has_shared(relpath: str | os.PathLike) -> bool:
 DATASET_ENVS = {"fairface": "VLBIAS_FAIRFACE", "utkface": "VLBIAS_UTKFACE", "flickr30k": "VLBIAS_FLICKR30K",
                 "imagenet": "VLBIAS_IMAGENET", "cifar100": "VLBIAS_CIFAR100", "visogender": "VLBIAS_VISOGENDER",
                 "cifar10": "VLBIAS_CIFAR10", "caltech256": "VLBIAS_CALTECH256",
-                "pata": "VLBIAS_PATA"}
+                "pata": "VLBIAS_PATA", "geode": "VLBIAS_GEODE",
+                "dollar_street": "VLBIAS_DOLLAR_STREET"}
 
 def dataset_folder(dataset: str, root=None) -> Path:
     """Folder of external data set `dataset`: `root` if given, else `$VLBIAS_<NAME>`, else `<shared data>/<dataset>`.

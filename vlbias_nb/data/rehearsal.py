@@ -13,6 +13,7 @@ from ..paths import DATASET_ENVS, DOWNLOADS_ENV, GENERATED_ENV, REHEARSAL_MARKER
 from ..seeds import numpy_rng
 from ..resources import read_word_list, read_resource_json
 from .faces import FAIRFACE_AGES, FAIRFACE_GENDERS, FAIRFACE_RACES, UTK_GENDERS, UTK_RACES
+from .fairness_datasets import make_geode, make_dollar_street
 
 # %% auto #0
 __all__ = ['LAYOUTS', 'COCO_SIZES', 'COCO_CATEGORIES', 'COCO_CAPTIONS', 'FAIRFACE_AGE_ORDER', 'FLICKR_SIZES', 'FLICKR_CAPTIONS',
@@ -63,6 +64,8 @@ LAYOUTS = {  # data set -> (the layout written, the reader the full profile call
     "coco2017": ("COCO 2017 archives extracted as the project's COCO cache (VLBIAS_DOWNLOADS): annotations/{captions,instances}_{train,val}2017.json, val2017/ and train2017/<12-digit id>.jpg", "vlbias_nb.data.coco.coco_annotation_file / coco_image_dir ('coco2017:' sources)"),
     "fairface": ("FairFace (joojs/fairface): fairface_label_{train,val}.csv (file,age,gender,race,service_test) and the margin-0.25 archive's train/N.jpg, val/N.jpg, 224x224", "vlbias_nb.data.faces.load_fairface"),
     "utkface": ("UTKFace aligned & cropped: UTKFace/[age]_[gender]_[race]_[date&time].jpg.chip.jpg, 200x200", "vlbias_nb.data.faces.load_utkface"),
+    "geode": ("GeoDE (geode.zip): index.csv (file_path,object,region,ip_country) and images/<object>/<file>.jpg; planted: 4 objects x 6 regions x n_items, 48x48", "vlbias_nb.data.fairness_datasets.load_geode"),
+    "dollar_street": ("Dollar Street, MLCommons dataset_dollarstreet/: images_v2_imagenet_test.csv (id,country.name,region.id,topics,place,income,imageRelPath) and assets/<id>.jpg; planted: 6 topics x 4 income bins x n_items, 48x48", "vlbias_nb.data.fairness_datasets.load_dollar_street"),
     "flickr30k": ("Karpathy's caption_datasets.zip dataset_flickr30k.json (images: filename, split, sentences[raw, tokens], ...) and flickr30k-images/<id>.jpg, longer side 500", "vlbias_nb.methods.downstream.load_flickr30k"),
     "imagenet": ("ImageNet Kaggle release (ILSVRC Object Localization): LOC_synset_mapping.txt, LOC_val_solution.csv, ILSVRC/Data/CLS-LOC/val/ILSVRC2012_val_<8 digits>.JPEG", "vlbias_nb.methods.downstream.load_imagenet_val"),
     "cifar10": ("CIFAR-10 python version: cifar-10-batches-py/data_batch_1..5, test_batch, batches.meta (pickled dicts), 32x32", "vlbias_nb.methods.downstream.load_cifar10"),
@@ -430,7 +433,8 @@ def make_social_counterfactuals_sets(root, # the generation folder (VLBIAS_GENER
 WRITERS = {"coco2017": make_coco2017, "fairface": make_fairface, "utkface": make_utkface, "flickr30k": make_flickr30k,
            "imagenet": make_imagenet_val, "cifar10": make_cifar10, "cifar100": make_cifar100, "caltech256": make_caltech256,
            "visogender": make_visogender, "pata": make_pata, "gab": make_gab_images,
-           "social_counterfactuals": make_social_counterfactuals_sets}
+           "social_counterfactuals": make_social_counterfactuals_sets,
+           "geode": make_geode, "dollar_street": make_dollar_street}
 ENV_OF = {"coco2017": DOWNLOADS_ENV, **DATASET_ENVS}   # gab: the gab_image_dir parameter; SocialCounterfactuals: VLBIAS_GENERATED
 
 @dataclass
