@@ -24,8 +24,8 @@ __all__ = ['PARAMETER_KINDS', 'PATH_KINDS', 'MODEL_KINDS', 'OFFLINE_MODELS', 'IN
            'EXIT_INTERRUPTED', 'ENVIRONMENT_ERRNOS', 'GENERATION_JOBS', 'GENERATION_INPUTS', 'analyses_dir',
            'notebook_name', 'analysis_notebooks', 'ParameterError', 'Parameter', 'parse_declarations',
            'parameters_cell', 'notebook_parameters', 'coerce_parameter', 'check_parameter_value', 'resolve_parameters',
-           'MissingInputError', 'InputCheck', 'folder_size', 'environment_warnings', 'check_inputs',
-           'listed_images_missing', 'check_listed_images', 'rehearsal_folder', 'PreparedRun', 'missing_inputs_message',
+           'MissingInputError', 'InputCheck', 'folder_size', 'environment_warnings', 'listed_images_missing',
+           'check_listed_images', 'check_inputs', 'rehearsal_folder', 'PreparedRun', 'missing_inputs_message',
            'prepare_run', 'resolve_source', 'input_fingerprint', 'declared_sources', 'logged_sources', 'weights_record',
            'file_md5', 'file_sha256', 'notebook_source_md5', 'package_version', 'run_key', 'run_fingerprint',
            'run_record', 'OutputBusyError', 'RunEnvironmentError', 'RunInterrupted', 'output_lock', 'new_staging',
@@ -452,21 +452,6 @@ def environment_warnings() -> list[str]:
         if v and Path(v).expanduser().exists() and not Path(v).expanduser().is_dir(): out.append(f"{var} names {v}, which is a file, not a folder")
     return out
 
-# %% ../../nbs/run/01_runner.ipynb #1144fa57
-def check_inputs(path, params: dict | None = None, profile: str = "smoke", sizes: bool = False) -> list[InputCheck]:
-    "The `InputCheck` of every input the notebook at `path` declares, for the parameters a run would inject (see above)."
-    declared = notebook_parameters(path)
-    vals = {**{k: p.default for k, p in declared.items()}, **(params if params is not None else resolve_parameters(path, profile))}
-    out = []
-    for k, p in declared.items():
-        if p.kind in PATH_KINDS: out += _path_input(k, p.kind, vals[k], p.default, notebook_name(path))
-        elif p.kind in MODEL_KINDS: out += _model_input(k, p.kind, vals[k])
-    check_listed_images(notebook_name(path), out)                # image folders: every image the run will read is there
-    if sizes:
-        for c in out:
-            if c.status == "present" and c.where and c.kind in ("folder", "dataset") and Path(c.where).is_dir(): c.size = folder_size(c.where)[1]
-    return out
-
 # %% ../../nbs/run/01_runner.ipynb #lists001
 IMAGE_LISTS = "image_lists.yaml"   # resources/: {notebook: {image folder parameter: COCO annotation file parameter}}
 
@@ -502,6 +487,21 @@ def check_listed_images(name: str, # the notebook's name
                      + ", ".join(missing[:3]) + (", ..." if len(missing) > 3 else "")
                      + f"; copy them there, or give {fp} the folder that holds them all")
     return checks
+
+# %% ../../nbs/run/01_runner.ipynb #1144fa57
+def check_inputs(path, params: dict | None = None, profile: str = "smoke", sizes: bool = False) -> list[InputCheck]:
+    "The `InputCheck` of every input the notebook at `path` declares, for the parameters a run would inject (see above)."
+    declared = notebook_parameters(path)
+    vals = {**{k: p.default for k, p in declared.items()}, **(params if params is not None else resolve_parameters(path, profile))}
+    out = []
+    for k, p in declared.items():
+        if p.kind in PATH_KINDS: out += _path_input(k, p.kind, vals[k], p.default, notebook_name(path))
+        elif p.kind in MODEL_KINDS: out += _model_input(k, p.kind, vals[k])
+    check_listed_images(notebook_name(path), out)                # image folders: every image the run will read is there
+    if sizes:
+        for c in out:
+            if c.status == "present" and c.where and c.kind in ("folder", "dataset") and Path(c.where).is_dir(): c.size = folder_size(c.where)[1]
+    return out
 
 # %% ../../nbs/run/01_runner.ipynb #1a9565d3
 def rehearsal_folder(value: str, # `rehearsal:NAME`, NAME a data set the rehearsal generates (e.g. `rehearsal:gab`)
