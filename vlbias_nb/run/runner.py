@@ -828,7 +828,7 @@ def _kernel_manager_class(log_file):
     return KernelOutputToLog
 
 # %% ../../nbs/run/01_runner.ipynb #0e4bb18d
-_ENV_ERRORS = ("[Errno 28]", "[Errno 122]", "[Errno 13]", "[Errno 30]", "database or disk is full")
+_ENV_ERRORS = ("[Errno 28]", "[Errno 122]", "[Errno 13]", "[Errno 30]", "[Errno 5]", "database or disk is full")
 
 # %% ../../nbs/run/01_runner.ipynb #5faf2bf3
 def _fix_out_dir_refs(path: Path, staging: Path, final: Path):
@@ -917,6 +917,7 @@ def _run_notebook(path, profile: str = "smoke", overrides: dict | None = None, o
     describe = dict(notebook=name, profile=profile, parameters=_jsonable(overrides or {}), command=" ".join(sys.argv))
     with output_lock(final, wait=wait, timeout=lock_timeout, describe=describe, say=_say):
         _recover_replace(final)
+        earlier = f"the last good run in {final} is untouched" if final.is_dir() else f"there was no earlier run in {final}"
         if resume and _up_to_date(path, final, profile, prep):
             _say(f"{name}: up to date in {final} (same notebook, parameters, inputs and weights); not run again")
             if publish: publish_outputs(final, notebook=path)
@@ -941,8 +942,7 @@ def _run_notebook(path, profile: str = "smoke", overrides: dict | None = None, o
             log.close()
             kept = _keep_failed(staging, failed)
             if e.ename == "KeyboardInterrupt":
-                raise RunInterrupted(f"{name} was interrupted; its partial notebook and outputs are kept in {kept}; the last "
-                                     f"good run in {final} is untouched.") from None
+                raise RunInterrupted(f"{name} was interrupted; its partial notebook and outputs are kept in {kept}; {earlier}.") from None
             first = (e.source or "").strip().splitlines()[:1]
             src_nb = nbformat.read(str(path), as_version=4)
             pidx = src_nb.cells.index(parameters_cell(src_nb))
@@ -950,21 +950,22 @@ def _run_notebook(path, profile: str = "smoke", overrides: dict | None = None, o
             err = NotebookFailed(f"Notebook {name!r} ({path}) failed in cell {cell_no} of {len(src_nb.cells)} "
                                  f"(starting {first[0][:60] if first else ''!r}): {e.ename}: {str(e.evalue).rstrip('.')}. "
                                  f"The partial executed notebook is kept at {kept / out_nb.name} (its output in "
-                                 f"{kept / 'run.log'}); outputs of earlier successful runs in {final} are untouched.")
+                                 f"{kept / 'run.log'}); {earlier}.")
             err.environment = any(s in str(e.evalue) for s in _ENV_ERRORS)
+            if err.environment:                            # the disk or the permissions: say where, and what to do
+                err.args = (err.args[0] + f" The cell could not write: free some space on the file system of {out_root} or make "
+                            f"it writable (or write elsewhere with --out), and run again.",)
             raise err from None
         except KeyboardInterrupt:
             log.close(); kept = _keep_failed(staging, failed)
-            raise RunInterrupted(f"{name} was interrupted; its partial notebook and outputs are kept in {kept}; the last good "
-                                 f"run in {final} is untouched.") from None
+            raise RunInterrupted(f"{name} was interrupted; its partial notebook and outputs are kept in {kept}; {earlier}.") from None
         except OSError as e:                               # the executed notebook could not be written: no space, ...
             log.close(); kept = _keep_failed(staging, failed)
-            raise RunEnvironmentError(f"{describe_os_error(e)}. What {name} wrote is kept in {kept}; the last good run in "
-                                      f"{final} is untouched.") from None
+            raise RunEnvironmentError(f"{describe_os_error(e)}. What {name} wrote is kept in {kept}; {earlier}.") from None
         except Exception as e:                             # kernel death, ...: keep what was executed too
             log.close(); kept = _keep_failed(staging, failed)
             raise NotebookFailed(f"Notebook {name!r} ({path}) stopped: {type(e).__name__}: {str(e).rstrip('.')}. Whatever it "
-                                 f"wrote is kept in {kept}; outputs of earlier successful runs in {final} are untouched.") from e
+                                 f"wrote is kept in {kept}; {earlier}.") from e
         try:                                               # finishing: the notebook ran; nothing of it may be lost now
             _fix_out_dir_refs(out_nb, staging, final)
             if html: write_notebook_html(out_nb)
@@ -980,14 +981,14 @@ def _run_notebook(path, profile: str = "smoke", overrides: dict | None = None, o
         except (OSError, KeyboardInterrupt) as e:
             log.close(); kept = _keep_failed(staging, failed)
             what = "was interrupted while finishing" if isinstance(e, KeyboardInterrupt) else describe_os_error(e)
-            msg = (f"{what}. The finished notebook of {name} is kept at {kept / out_nb.name} (its output in {kept}); the "
-                   f"last good run in {final} is untouched.")
+            msg = (f"{what}. The finished notebook of {name} is kept at {kept / out_nb.name} (its output in {kept}); "
+                   f"{earlier}.")
             if isinstance(e, KeyboardInterrupt): raise RunInterrupted(msg) from None
             raise RunEnvironmentError(msg) from None
         except Exception as e:                             # a bug while finishing: the notebook is kept all the same
             log.close(); kept = _keep_failed(staging, failed)
             raise NotebookFailed(f"Notebook {name!r} ran, but finishing its run failed ({type(e).__name__}: {e}); the "
-                                 f"executed notebook is kept at {kept / out_nb.name}; the last good run in {final} is untouched.") from e
+                                 f"executed notebook is kept at {kept / out_nb.name}; {earlier}.") from e
         if publish: publish_outputs(final, notebook=path)
     return final
 
