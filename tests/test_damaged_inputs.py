@@ -239,3 +239,10 @@ def test_wording_no_earlier_run_is_not_called_untouched(tmp_path):
     msg = str(e.value)
     assert f"there was no earlier run in {tmp_path / 'out' / 'boom'}" in msg and "untouched" not in msg
     assert e.value.environment and f"free some space on the file system of {tmp_path / 'out'}" in msg
+
+
+def test_a_device_that_is_not_here_is_the_environment(tmp_path, capsys):
+    "Case 9: asking for a GPU this machine lacks is the environment (3), not bad input; nothing is run."
+    assert main(["run", "tfidf_table1", "-p", "device", "cuda:99", "--out", str(tmp_path / "out")]) == 3
+    err = capsys.readouterr().err
+    assert "device = 'cuda:99'" in err and "CUDA device(s)" in err and not (tmp_path / "out" / "tfidf_table1").exists()
