@@ -1280,6 +1280,7 @@ def exit_code(e: BaseException) -> int:
     if isinstance(e, (NotebookFailed, MissingInputError)): return EXIT_ENVIRONMENT if e.environment else EXIT_INPUT
     if isinstance(e, RunEnvironmentError): return EXIT_ENVIRONMENT
     if isinstance(e, (ParameterError, KeyError, PathKindError, CorruptManifestError, InputFormatError, MissingDataError)): return EXIT_INPUT
+    if isinstance(e, ValueError) and type(e).__module__.startswith("vlbias_nb."): return EXIT_INPUT   # the project's own input errors
     if isinstance(e, OSError): return EXIT_ENVIRONMENT if e.errno in ENVIRONMENT_ERRNOS else EXIT_INPUT   # a path of the wrong kind, ...
     return 1
 
