@@ -246,3 +246,44 @@ def test_a_device_that_is_not_here_is_the_environment(tmp_path, capsys):
     assert main(["run", "tfidf_table1", "-p", "device", "cuda:99", "--out", str(tmp_path / "out")]) == 3
     err = capsys.readouterr().err
     assert "device = 'cuda:99'" in err and "CUDA device(s)" in err and not (tmp_path / "out" / "tfidf_table1").exists()
+
+
+def test_publish_into_a_mount_point_is_refused_whole(tmp_path):
+    "Case 1 as the issue reproduced it: a small tmpfs mounted over figures/<name> holding the previous publish."
+    if os.geteuid() != 0: pytest.skip("mounting a tmpfs needs root")
+    dest = tmp_path / "figures/demo"
+    first = _run_folder(tmp_path / "runs1/demo", {"figures/f.png": b"old png", "tables/t.csv": b"a\n1\n"})
+    publish_outputs(first, dest)
+    dest.mkdir(exist_ok=True)
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(dest)], capture_output=True, text=True)
+    if r.returncode: pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip()}")
+    try:
+        publish_outputs(first, dest)      # fails too: the folder cannot be swapped; so fill it by hand, as a publish would have
+    except RunEnvironmentError: pass
+    try:
+        for n, b in {"f.png": b"old png", "t.csv": b"a\n1\n"}.items(): (dest / n).write_bytes(b)
+        before = _tree(dest)
+        second = _run_folder(tmp_path / "runs2/demo", {"figures/f.png": os.urandom(30_000), "figures/f.svg": b"svg"})
+        with pytest.raises(RunEnvironmentError) as e: publish_outputs(second, dest)
+        assert _tree(dest) == before and sorted(p.name for p in dest.parent.iterdir()) == [".locks", "demo"]
+        assert f"{dest} is a mount point" in str(e.value) and f"{dest} still holds the previous publish, unchanged" in str(e.value)
+    finally: subprocess.run(["umount", "-l", str(dest)])
+
+
+def test_a_failed_publish_puts_the_notebook_page_back(tmp_path, monkeypatch):
+    "Case 1: the swap fails after the analysis notebook's page was rewritten: the page is put back byte for byte."
+    import nbformat
+    from conftest import make_notebook
+    from vlbias_nb.run.runner import run_notebook
+    src = make_notebook(tmp_path / "nbs", "01_demo.ipynb", ["n = 2\nout_dir = None",
+                        "from vlbias_nb.paths import save_table\nimport pandas as pd\nsave_table(pd.DataFrame({'v': [1] * n}), out_dir, 'values')"])
+    nb = nbformat.read(str(src), as_version=4); nb.cells.insert(0, nbformat.v4.new_markdown_cell("# Demo")); nbformat.write(nb, str(src))
+    run = run_notebook(src, out_root=tmp_path / "out", progress=False, html=False)
+    page, dest = src.read_bytes(), tmp_path / "figures/demo"
+    def no_swap(a, b): raise OSError(errno.ENOSPC, "No space left on device", str(b))
+    monkeypatch.setattr(runner, "_replace_dir", no_swap)
+    with pytest.raises(RunEnvironmentError, match="nothing was published to"): publish_outputs(run, dest, notebook=src)
+    assert src.read_bytes() == page and not dest.exists()
+    monkeypatch.undo()
+    publish_outputs(run, dest, notebook=src)
+    assert src.read_bytes() != page and (dest / "values.csv").exists() and (dest / "run.json").exists()

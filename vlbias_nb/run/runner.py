@@ -1038,13 +1038,15 @@ def publish_outputs(run_dir, dest=None, notebook=None) -> list[Path]:
             if not isinstance(e, OSError): raise
             if str(getattr(e, "filename", None) or "").startswith(str(stage)): e = OSError(e.errno, e.strerror)   # not the staged name
             before = f"{dest} still holds the previous publish, unchanged" if dest.is_dir() else f"nothing was published to {dest}"
-            raise RunEnvironmentError(
-                f"publishing {run_dir.name} to {dest} failed: "
-                + describe_os_error(e, dest.parent, do=f"free at least {_human_bytes(need)} there (the new files; "
-                                                 f"the notebook page needs a little more) and publish again: "
-                                                 f"`vlbias run {run_dir.name} --resume --publish` (with the same parameters) "
-                                                 f"publishes the finished run in {run_dir} without running it again")
-                + f". {before}.") from None
+            again = (f"publish again: `vlbias run {run_dir.name} --resume --publish` (with the same parameters) publishes the "
+                     f"finished run in {run_dir} without running it again")
+            if e.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+                do = f"free at least {_human_bytes(need)} there (the new files; the notebook page needs a little more) and {again}"
+            elif e.errno in (errno.EBUSY, errno.EXDEV):       # a mount point cannot be replaced by a rename
+                do = f"{dest} is a mount point (or in use): publishing replaces it by a rename; unmount it and {again}"
+            else: do = f"make it writable for you and {again}"
+            raise RunEnvironmentError(f"publishing {run_dir.name} to {dest} failed: "
+                                      + describe_os_error(e, dest.parent, do=do) + f". {before}.") from None
     return [dest / f.name for f in files] if new else []
 
 # %% ../../nbs/run/01_runner.ipynb #a36c0d01
