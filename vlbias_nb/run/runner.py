@@ -1289,8 +1289,9 @@ def exit_code(e: BaseException) -> int:
 # %% ../../nbs/run/01_runner.ipynb #64e0e21c
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="vlbias", description="Run the vlbias-nb analysis notebooks with papermill.",
-                                 epilog="exit codes: 0 done, 2 bad input or a failing notebook, 3 environment (disk, "
-                                        "permissions), 4 output folder busy (--no-wait), 130 interrupted")
+                                 epilog="exit codes: 0 done, 2 bad input (anything named that is unknown, missing, damaged or "
+                                        "of the wrong kind) or a failing notebook, 3 environment (disk full, permissions, "
+                                        "I/O error, no such device), 4 output folder busy (--no-wait), 130 interrupted")
     sub = ap.add_subparsers(dest="cmd", required=True)
     ap.add_argument("--version", action="version", version=f"vlbias-nb {_version()}", help="print the version and exit")
     ls = sub.add_parser("list", help="list analysis notebooks with their parameters")
