@@ -7,15 +7,16 @@ from __future__ import annotations
 import csv, os
 from pathlib import Path
 from PIL import Image
-from ..paths import InputFormatError, read_csv_input, read_json_input, read_text_input
+from ..paths import (InputFormatError, read_csv_input, read_json_input, read_text_input, env_path, DATASET_ENVS,
+                             GAB_IMAGES_ENV)
 from .faces import FAIRFACE_GENDERS, FAIRFACE_RACES, FAIRFACE_AGES, FAIRFACE_IMAGE_DIRS, parse_utkface_name
 from .coco import read_coco_json
 
 # %% auto #0
-__all__ = ['IMAGE_SUFFIXES', 'CIFAR_FILES', 'CARD_DATA_CHECKS', 'DataFolderError', 'data_folder', 'check_image_file',
-           'check_fairface_folder', 'check_utkface_folder', 'check_coco_folder', 'check_flickr30k_folder',
-           'check_imagenet_folder', 'check_cifar_folder', 'check_visogender_folder', 'check_pata_folder',
-           'check_card_data']
+__all__ = ['IMAGE_SUFFIXES', 'CIFAR_FILES', 'CARD_DATA_CHECKS', 'CARD_DATA_ENVS', 'DataFolderError', 'data_folder',
+           'check_image_file', 'check_fairface_folder', 'check_utkface_folder', 'check_coco_folder',
+           'check_flickr30k_folder', 'check_imagenet_folder', 'check_cifar_folder', 'check_visogender_folder',
+           'check_pata_folder', 'check_card_data', 'check_given_card_data']
 
 # %% ../../nbs/data/08_card_data.ipynb #cardd05
 class DataFolderError(InputFormatError):
@@ -191,3 +192,18 @@ def check_card_data(key: str, # a card data set (resources/card/datasets.yaml), 
     "Check the folder `root` the user gave for card data set `key` before any work (see above); returns the images (or files) checked."
     if key not in CARD_DATA_CHECKS: raise KeyError(f"no check for card data set {key!r}; known: {sorted(CARD_DATA_CHECKS)}")
     return CARD_DATA_CHECKS[key](root)
+
+# %% ../../nbs/data/08_card_data.ipynb #cardd19
+CARD_DATA_ENVS = {**{k: v for k, v in DATASET_ENVS.items() if k in CARD_DATA_CHECKS}, "gab": GAB_IMAGES_ENV}  # a folder named by a variable
+
+def check_given_card_data(roots: dict, # {data set key: folder} given with --data
+                          keys=None, # the data sets of the tasks that will run (None: all)
+                         ) -> dict:
+    """`check_card_data` on every card data folder the user named: each of `roots`, then each data set whose `VLBIAS_*`
+    variable is set (`CARD_DATA_ENVS`) and that `--data` did not override; returns `{key: images checked}`. The one line
+    the card calls before loading the model."""
+    want = lambda k: keys is None or k in keys
+    out = {k: check_card_data(k, r) for k, r in roots.items() if want(k)}
+    for k, var in CARD_DATA_ENVS.items():
+        if k not in roots and want(k) and (p := env_path(var)) is not None: out[k] = check_card_data(k, p)
+    return out
