@@ -310,12 +310,13 @@ def test_read_only_output_folder_is_one_line(readonly_dir, capsys, where):
     assert main(["run", "coco_gender_labels", "--out", str(out)]) == 3
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and str(out) in err and ("read-only" in err or "permission denied" in err), err
+    assert ".vlbias-write-test" not in err                                # the folder, never the probe file (issue #34)
 
 def test_out_naming_a_file_is_one_line(tmp_path, capsys):
-    "Case 6: --out naming a file (or a folder under a file) is one line naming it, exit 3."
+    "Case 6: --out naming a file (or a folder under a file) is one line naming it, exit 2 (bad input: issue #34's one rule)."
     (tmp_path / "afile").write_text("x")
     for out in (tmp_path / "afile", tmp_path / "afile" / "sub"):
-        assert main(["run", "coco_gender_labels", "--out", str(out)]) == 3
+        assert main(["run", "coco_gender_labels", "--out", str(out)]) == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and f"{tmp_path / 'afile'} is a file" in err, err
 
@@ -369,7 +370,7 @@ def test_disk_full_during_generate_is_one_line(tmp_path, capsys, monkeypatch):
     assert err.startswith(f"vlbias: error: {gen / 'edits'}") and "no space left on the device" in err and "Traceback" not in err
 
 def test_corrupt_manifest_is_one_line(tmp_path, capsys):
-    "Case 6: a damaged manifest.sqlite is one error naming it and what to do (exit 3 from the command line)."
+    "Case 6: a damaged manifest.sqlite is one error naming it and what to do (exit 2 from the command line: a damaged input)."
     (tmp_path / "manifest.sqlite").write_bytes(b"overwritten by something else " * 200)
     with pytest.raises(CorruptManifestError, match=f"Generation manifest {tmp_path / 'manifest.sqlite'} is damaged .* Move it aside"):
         run_generation(ITEMS[:2], _noise, tmp_path, batch_size=2, shard=0, n_shards=1, progress=False)
@@ -377,7 +378,7 @@ def test_corrupt_manifest_is_one_line(tmp_path, capsys):
     if not has_shared("coco-mini/annotations/instances_train2017.json"): return      # the command line needs coco-mini
     gen = tmp_path / "gen"; (gen / "edits").mkdir(parents=True)
     (gen / "edits/manifest.sqlite").write_bytes(b"overwritten by something else " * 200)
-    assert main(["generate", "gensynth_editing", "-p", "n_sources", "2", "--generation-dir", str(gen)]) == 3
+    assert main(["generate", "gensynth_editing", "-p", "n_sources", "2", "--generation-dir", str(gen)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and str(gen / "edits/manifest.sqlite") in err and "Move it aside" in err
 

@@ -10,16 +10,16 @@ from contextlib import contextmanager
 
 # %% auto #0
 __all__ = ['DATA_ENV', 'INPUT_LOG_ENV', 'DATASET_ENVS', 'GENERATED_ENV', 'GAB_IMAGES_ENV', 'ALLOW_DOWNLOAD_ENV', 'OFFLINE_ENVS',
-           'DOWNLOADS_ENV', 'MODELS_ENV', 'CACHE_ENV', 'VERIFY_ENV', 'WEIGHTS_ENV', 'MODEL_LOG_ENV', 'WEIGHTS_MODES',
-           'REHEARSAL_MARKER', 'REHEARSAL_DATA_ENV', 'REHEARSAL_SET_ENV', 'STAGE_LOG_ENV', 'MissingDataError',
-           'record_input', 'in_checkout', 'project_root', 'data_root', 'shared_path', 'has_shared', 'dataset_folder',
-           'resolve_data_root', 'InputFormatError', 'read_text_input', 'read_json_input', 'read_jsonl_input',
-           'read_csv_input', 'current_umask', 'process_tag', 'atomic_path', 'write_text_atomic', 'write_json_atomic',
-           'stale_part_files', 'default_out_dir', 'save_table', 'save_figure', 'generation_folder', 'gab_images_folder',
-           'offline_env', 'downloads_allowed', 'download_refusal', 'env_value', 'env_path', 'downloads_dir',
-           'models_root', 'embedding_cache_root', 'verify_generated', 'download_policy', 'weights_mode',
-           'weights_policy', 'append_record', 'record_model', 'is_rehearsal_data', 'rehearsal_run',
-           'rehearsal_data_root', 'record_stage']
+           'DOWNLOADS_ENV', 'MODELS_ENV', 'CACHE_ENV', 'VERIFY_ENV', 'PATH_VARIABLES', 'WEIGHTS_ENV', 'MODEL_LOG_ENV',
+           'WEIGHTS_MODES', 'REHEARSAL_MARKER', 'REHEARSAL_DATA_ENV', 'REHEARSAL_SET_ENV', 'STAGE_LOG_ENV',
+           'MissingDataError', 'record_input', 'in_checkout', 'project_root', 'data_root', 'shared_path', 'has_shared',
+           'dataset_folder', 'resolve_data_root', 'InputFormatError', 'read_text_input', 'read_json_input',
+           'read_jsonl_input', 'read_csv_input', 'current_umask', 'process_tag', 'atomic_path', 'write_text_atomic',
+           'write_json_atomic', 'stale_part_files', 'default_out_dir', 'save_table', 'save_figure', 'generation_folder',
+           'gab_images_folder', 'offline_env', 'downloads_allowed', 'download_refusal', 'env_value', 'env_path',
+           'PathKindError', 'path_variables', 'check_path_variables', 'downloads_dir', 'models_root',
+           'embedding_cache_root', 'verify_generated', 'download_policy', 'weights_mode', 'weights_policy',
+           'append_record', 'record_model', 'is_rehearsal_data', 'rehearsal_run', 'rehearsal_data_root', 'record_stage']
 
 # %% ../nbs/00_paths.ipynb #9d5b375b
 DATA_ENV = "VLBIAS_DATA"
@@ -309,6 +309,36 @@ def env_path(var: str, # the environment variable, e.g. a registered model's `ch
     "The path `$var` names (`~` expanded), or None when it is unset or empty."
     v = (env_value(var) or "").strip()
     return Path(v).expanduser() if v else None
+
+# %% ../nbs/00_paths.ipynb #pvkind01
+PATH_VARIABLES = "path_variables.csv"   # resources/: each VLBIAS_* variable naming a path, its kind (file or folder), what it holds
+
+class PathKindError(ValueError):
+    "A `VLBIAS_*` variable names a file where a folder is expected (or the reverse); the message names the variable."
+
+def path_variables() -> dict:
+    "`{variable: (kind, what)}` of every `VLBIAS_*` variable naming a path (resources/path_variables.csv)."
+    import csv, importlib.resources
+    text = (importlib.resources.files("vlbias_nb") / "resources" / PATH_VARIABLES).read_text(encoding="utf-8")
+    return {r["variable"]: (r["kind"], r["what"]) for r in csv.DictReader(text.splitlines())}
+
+def check_path_variables() -> None:
+    """Raise `PathKindError` naming each `VLBIAS_*` path variable whose path is of the wrong kind: a file (or a path
+    under a file) where a folder is expected, a folder where a file is. Unset variables and paths that do not exist yet
+    pass: each reader names what is missing. Every `vlbias` command calls this first (issue #34: `VLBIAS_DATA` naming a
+    file ran on planted data with exit 0)."""
+    bad = []
+    for var, (kind, what) in path_variables().items():
+        p = env_path(var)
+        if p is None: continue
+        q = p
+        while not q.exists() and q != q.parent: q = q.parent          # the deepest part of the path that exists
+        if kind == "folder" and not q.is_dir():
+            where = "a file" if q == p else f"a path under the file {q}"
+            bad.append(f"{var} names {env_value(var)!r}, {where}, but it must be a folder ({what}): set {var} to a folder, or unset it")
+        elif kind == "file" and p.is_dir():
+            bad.append(f"{var} names {env_value(var)!r}, a folder, but it must be a file ({what}): set {var} to the file, or unset it")
+    if bad: raise PathKindError("; ".join(bad) + ".")
 
 # %% ../nbs/00_paths.ipynb #706664e7
 def _cache_folder(var: str, default: str) -> Path: return env_path(var) or project_root() / ".cache" / default

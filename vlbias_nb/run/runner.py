@@ -12,26 +12,29 @@ from typing import Any
 import yaml, nbformat
 from ..paths import (env_path, env_value, project_root, in_checkout, write_json_atomic, write_text_atomic, atomic_path, process_tag, data_root,
                              dataset_folder, generation_folder, DATA_ENV, DATASET_ENVS, INPUT_LOG_ENV, MissingDataError,
-                             WEIGHTS_ENV, MODEL_LOG_ENV, REHEARSAL_SET_ENV, STAGE_LOG_ENV, weights_mode)
+                             WEIGHTS_ENV, MODEL_LOG_ENV, REHEARSAL_SET_ENV, STAGE_LOG_ENV, weights_mode,
+                             check_path_variables, PathKindError, read_json_input, InputFormatError)
 from ..stages import read_stage_log, summarise_stages
 from ..report import environment_record
 from .profiles import PROFILES, profile_overrides, profile_names, profile_setting
 
 # %% auto #0
-__all__ = ['PARAMETER_KINDS', 'PATH_KINDS', 'MODEL_KINDS', 'OFFLINE_MODELS', 'INPUT_ENVS', 'OUTPUT_ENVS', 'SMALL_INPUT',
-           'THREAD_ENVS', 'RUN_SECONDS', 'EXIT_INPUT', 'EXIT_ENVIRONMENT', 'EXIT_BUSY', 'EXIT_INTERRUPTED',
-           'GENERATION_JOBS', 'GENERATION_INPUTS', 'analyses_dir', 'notebook_name', 'analysis_notebooks',
-           'ParameterError', 'Parameter', 'parse_declarations', 'parameters_cell', 'notebook_parameters',
-           'coerce_parameter', 'check_parameter_value', 'resolve_parameters', 'MissingInputError', 'InputCheck',
-           'folder_size', 'environment_warnings', 'check_inputs', 'rehearsal_folder', 'PreparedRun',
-           'missing_inputs_message', 'prepare_run', 'resolve_source', 'input_fingerprint', 'declared_sources',
-           'logged_sources', 'weights_record', 'file_md5', 'file_sha256', 'notebook_source_md5', 'package_version',
-           'run_key', 'run_fingerprint', 'run_record', 'OutputBusyError', 'RunEnvironmentError', 'RunInterrupted',
-           'output_lock', 'new_staging', 'describe_os_error', 'check_output_folder', 'NotebookFailed', 'is_up_to_date',
-           'RunLog', 'write_notebook_html', 'profile_environment', 'rehearsal_record', 'stage_record', 'run_notebook',
+__all__ = ['PARAMETER_KINDS', 'PATH_KINDS', 'MODEL_KINDS', 'OFFLINE_MODELS', 'INPUT_ENVS', 'OUTPUT_ENVS', 'IMAGE_LISTS',
+           'SMALL_INPUT', 'THREAD_ENVS', 'RUN_SECONDS', 'EXIT_INPUT', 'EXIT_ENVIRONMENT', 'EXIT_BUSY',
+           'EXIT_INTERRUPTED', 'ENVIRONMENT_ERRNOS', 'GENERATION_JOBS', 'GENERATION_INPUTS', 'analyses_dir',
+           'notebook_name', 'analysis_notebooks', 'ParameterError', 'Parameter', 'parse_declarations',
+           'parameters_cell', 'notebook_parameters', 'coerce_parameter', 'check_parameter_value', 'resolve_parameters',
+           'MissingInputError', 'InputCheck', 'folder_size', 'environment_warnings', 'listed_images_missing',
+           'check_listed_images', 'check_inputs', 'rehearsal_folder', 'PreparedRun', 'missing_inputs_message',
+           'prepare_run', 'resolve_source', 'input_fingerprint', 'declared_sources', 'logged_sources', 'weights_record',
+           'file_md5', 'file_sha256', 'notebook_source_md5', 'package_version', 'run_key', 'run_fingerprint',
+           'run_record', 'OutputBusyError', 'RunEnvironmentError', 'RunInterrupted', 'output_lock', 'new_staging',
+           'describe_os_error', 'OutputPathError', 'check_output_folder', 'NotebookFailed', 'is_up_to_date', 'RunLog',
+           'write_notebook_html', 'profile_environment', 'rehearsal_record', 'stage_record', 'run_notebook',
            'figures_dir', 'publish_outputs', 'cpu_cores', 'thread_environment', 'run_seconds', 'previous_seconds',
            'run_order', 'publish_site', 'running_cells', 'reproduce', 'check_notebooks', 'format_check',
-           'release_checks', 'format_releases', 'format_parameters', 'main', 'notebook_defaults', 'generate']
+           'release_checks', 'format_releases', 'format_parameters', 'exit_code', 'main', 'notebook_defaults',
+           'generate']
 
 # %% ../../nbs/run/01_runner.ipynb #b2477762
 def analyses_dir() -> Path:
@@ -231,6 +234,7 @@ def resolve_parameters(path, profile: str = "smoke", overrides: dict | None = No
 # %% ../../nbs/run/01_runner.ipynb #d2a8f5c1
 class MissingInputError(ParameterError):
     "An input a notebook would read is not here (or a model name is unknown); the message names each parameter and input."
+    environment = False          # True when only devices are missing (a GPU asked for, none here): exit code 3, not 2
 
 # %% ../../nbs/run/01_runner.ipynb #30662696
 @dataclass
@@ -448,6 +452,42 @@ def environment_warnings() -> list[str]:
         if v and Path(v).expanduser().exists() and not Path(v).expanduser().is_dir(): out.append(f"{var} names {v}, which is a file, not a folder")
     return out
 
+# %% ../../nbs/run/01_runner.ipynb #lists001
+IMAGE_LISTS = "image_lists.yaml"   # resources/: {notebook: {image folder parameter: COCO annotation file parameter}}
+
+def listed_images_missing(folder, # an image folder
+                          listing, # a COCO annotation file (JSON) listing its images (`images[].file_name`)
+                         ) -> tuple[list, int]:
+    "The file names `listing` lists that are not files in `folder`, and how many it lists."
+    obj = read_json_input(listing, "COCO annotation file")
+    names = [im.get("file_name") for im in obj.get("images", []) if isinstance(im, dict)] if isinstance(obj, dict) else []
+    names = [n for n in names if isinstance(n, str) and n]
+    flat = set(os.listdir(folder))
+    return [n for n in names if (n not in flat if "/" not in n else not os.path.isfile(os.path.join(folder, n)))], len(names)
+
+def check_listed_images(name: str, # the notebook's name
+                        checks: list[InputCheck], # its input checks (`check_inputs`): changed in place
+                        lists: dict | None = None, # {folder parameter: annotation parameter}; None: resources/image_lists.yaml
+                       ) -> list[InputCheck]:
+    """Mark an image folder the notebook reads image by image 'missing' (and required) when its annotation file lists
+    images that are not in it, naming the first; both must be present (else their own check speaks)."""
+    if lists is None:
+        from vlbias_nb.resources import read_resource_yaml
+        lists = (read_resource_yaml(IMAGE_LISTS) or {}).get(name) or {}
+    by = {c.parameter: c for c in checks}
+    for fp, lp in lists.items():
+        f, l = by.get(fp), by.get(lp)
+        if not (f and l and f.status == l.status == "present" and f.where and l.where and Path(f.where).is_dir()
+                and Path(l.where).suffix == ".json"): continue
+        try: missing, n = listed_images_missing(f.where, l.where)
+        except (InputFormatError, OSError): continue                 # the notebook's own reader names a bad annotation file
+        if missing:
+            f.status, f.required = "missing", True
+            f.how = (f"{len(missing)} of the {n} images listed in {l.where} ({lp}) are not in {f.where}: "
+                     + ", ".join(missing[:3]) + (", ..." if len(missing) > 3 else "")
+                     + f"; copy them there, or give {fp} the folder that holds them all")
+    return checks
+
 # %% ../../nbs/run/01_runner.ipynb #1144fa57
 def check_inputs(path, params: dict | None = None, profile: str = "smoke", sizes: bool = False) -> list[InputCheck]:
     "The `InputCheck` of every input the notebook at `path` declares, for the parameters a run would inject (see above)."
@@ -457,6 +497,7 @@ def check_inputs(path, params: dict | None = None, profile: str = "smoke", sizes
     for k, p in declared.items():
         if p.kind in PATH_KINDS: out += _path_input(k, p.kind, vals[k], p.default, notebook_name(path))
         elif p.kind in MODEL_KINDS: out += _model_input(k, p.kind, vals[k])
+    check_listed_images(notebook_name(path), out)                # image folders: every image the run will read is there
     if sizes:
         for c in out:
             if c.status == "present" and c.where and c.kind in ("folder", "dataset") and Path(c.where).is_dir(): c.size = folder_size(c.where)[1]
@@ -501,17 +542,23 @@ def missing_inputs_message(name: str, checks: list[InputCheck]) -> str | None:
     bad = [c for c in checks if c.required and c.status in ("missing", "unknown")]
     if not bad: return None
     def one(c):
-        what = "unknown" if c.status == "unknown" else f"{c.where or c.source} not found" if c.kind in PATH_KINDS else "not available here"
-        return f"  - {c.parameter} = {c.source!r}: {what}. {c.how}".rstrip()
+        here = c.kind in PATH_KINDS and bool(c.where) and Path(c.where).exists()      # there, but of the wrong kind or incomplete
+        what = ("unknown" if c.status == "unknown" else "" if here else f"{c.where or c.source} not found" if c.kind in PATH_KINDS
+                else "not available here")
+        return f"  - {c.parameter} = {c.source!r}: {what + '. ' if what else ''}{c.how}".rstrip()
     return (f"Notebook {name!r} cannot run: {len(bad)} input(s) missing; nothing was run or written.\n" + "\n".join(one(c) for c in bad))
 
 # %% ../../nbs/run/01_runner.ipynb #54a587e4
 def prepare_run(path, profile: str = "smoke", params: dict | None = None) -> PreparedRun:
     "Check a run's inputs before anything starts (see above); raises `MissingInputError` naming each missing one."
+    check_path_variables()                                       # a VLBIAS_* variable naming a path of the wrong kind
     declared = notebook_parameters(path)
     params = _absolute(declared, params if params is not None else resolve_parameters(path, profile))
     checks = check_inputs(path, params)
-    if (msg := missing_inputs_message(notebook_name(path), checks)): raise MissingInputError(msg)
+    if (msg := missing_inputs_message(notebook_name(path), checks)):
+        err = MissingInputError(msg)
+        err.environment = all(c.kind == "device" for c in checks if c.required and c.status in ("missing", "unknown"))
+        raise err
     return PreparedRun(params, checks, environment_warnings())
 
 # %% ../../nbs/run/01_runner.ipynb #a2e5b8d3
@@ -668,29 +715,34 @@ def new_staging(out_root: Path, name: str) -> Path:
     return d
 
 # %% ../../nbs/run/01_runner.ipynb #b9f3c6e1
-def describe_os_error(e: BaseException, path=None) -> str:
-    "One line naming the path of environment error `e` and what to do."
+def describe_os_error(e: BaseException, path=None, do: str | None = None) -> str:
+    "One line naming the path of environment error `e` and what to do (`do`: what to do, if not the default for its kind)."
     p = getattr(e, "filename", None) or path
     n = getattr(e, "errno", None)
-    if n in (errno.ENOSPC, getattr(errno, "EDQUOT", -1)): what, do = "no space left on the device" + (" (disk quota)" if n != errno.ENOSPC else ""), "free some space there (or write elsewhere with --out) and run again"
-    elif n == errno.EROFS: what, do = "the file system is read-only", "write elsewhere (--out DIR)"
-    elif isinstance(e, PermissionError) or n in (errno.EACCES, errno.EPERM): what, do = "permission denied", "make it writable for you, or write elsewhere (--out DIR)"
-    elif isinstance(e, (NotADirectoryError, FileExistsError)) or n in (errno.ENOTDIR, errno.EEXIST): what, do = "a file is in the way where a folder is needed", "move that file, or choose another folder"
-    elif isinstance(e, IsADirectoryError): what, do = "a folder is in the way where a file is needed", "move that folder"
-    else: what, do = (getattr(e, "strerror", None) or str(e) or type(e).__name__), "check the path"
+    if n in (errno.ENOSPC, getattr(errno, "EDQUOT", -1)): what, default_do = "no space left on the device" + (" (disk quota)" if n != errno.ENOSPC else ""), "free some space there (or write elsewhere with --out) and run again"
+    elif n == errno.EROFS: what, default_do = "the file system is read-only", "write elsewhere (--out DIR)"
+    elif isinstance(e, PermissionError) or n in (errno.EACCES, errno.EPERM): what, default_do = "permission denied", "make it writable for you, or write elsewhere (--out DIR)"
+    elif isinstance(e, (NotADirectoryError, FileExistsError)) or n in (errno.ENOTDIR, errno.EEXIST): what, default_do = "a file is in the way where a folder is needed", "move that file, or choose another folder"
+    elif isinstance(e, IsADirectoryError): what, default_do = "a folder is in the way where a file is needed", "move that folder"
+    else: what, default_do = (getattr(e, "strerror", None) or str(e) or type(e).__name__), "check the path"
+    do = do or default_do
     return f"{p}: {what}; {do}" if p else f"{what}; {do}"
 
+class OutputPathError(ParameterError):
+    "The output folder given is a file, or lies under one: bad input (exit code 2), named with what to give instead."
+
 def check_output_folder(folder) -> Path:
-    "Refuse (with `RunEnvironmentError`) an output folder that is a file, lies under a file, or cannot be written; returns it."
+    "Refuse an output folder that is a file or lies under one (`OutputPathError`: bad input) or cannot be written (`RunEnvironmentError`); returns it."
     folder = Path(folder).expanduser().absolute()
     p = folder
     while not p.exists() and p != p.parent: p = p.parent
-    if not p.is_dir(): raise RunEnvironmentError(f"{p} is a file, but the output folder {folder} must be (or lie in) a folder; give --out a folder.")
+    if not p.is_dir(): raise OutputPathError(f"{p} is a file, but the output folder {folder} must be (or lie in) a folder; give --out a folder.")
     try:
         folder.mkdir(parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(prefix=".vlbias-write-test-", dir=folder)
         os.close(fd); os.unlink(probe)
-    except OSError as e: raise RunEnvironmentError(describe_os_error(e, folder) + " (the output folder)") from None
+    except OSError as e:                           # name the folder, not the probe file that could not be made in it
+        raise RunEnvironmentError(describe_os_error(OSError(e.errno, e.strerror), folder) + " (the output folder)") from None
     return folder
 
 # %% ../../nbs/run/01_runner.ipynb #21ce38b5
@@ -776,7 +828,7 @@ def _kernel_manager_class(log_file):
     return KernelOutputToLog
 
 # %% ../../nbs/run/01_runner.ipynb #0e4bb18d
-_ENV_ERRORS = ("[Errno 28]", "[Errno 122]", "[Errno 13]", "[Errno 30]", "database or disk is full")
+_ENV_ERRORS = ("[Errno 28]", "[Errno 122]", "[Errno 13]", "[Errno 30]", "[Errno 5]", "database or disk is full")
 
 # %% ../../nbs/run/01_runner.ipynb #5faf2bf3
 def _fix_out_dir_refs(path: Path, staging: Path, final: Path):
@@ -865,6 +917,7 @@ def _run_notebook(path, profile: str = "smoke", overrides: dict | None = None, o
     describe = dict(notebook=name, profile=profile, parameters=_jsonable(overrides or {}), command=" ".join(sys.argv))
     with output_lock(final, wait=wait, timeout=lock_timeout, describe=describe, say=_say):
         _recover_replace(final)
+        earlier = f"the last good run in {final} is untouched" if final.is_dir() else f"there was no earlier run in {final}"
         if resume and _up_to_date(path, final, profile, prep):
             _say(f"{name}: up to date in {final} (same notebook, parameters, inputs and weights); not run again")
             if publish: publish_outputs(final, notebook=path)
@@ -889,8 +942,7 @@ def _run_notebook(path, profile: str = "smoke", overrides: dict | None = None, o
             log.close()
             kept = _keep_failed(staging, failed)
             if e.ename == "KeyboardInterrupt":
-                raise RunInterrupted(f"{name} was interrupted; its partial notebook and outputs are kept in {kept}; the last "
-                                     f"good run in {final} is untouched.") from None
+                raise RunInterrupted(f"{name} was interrupted; its partial notebook and outputs are kept in {kept}; {earlier}.") from None
             first = (e.source or "").strip().splitlines()[:1]
             src_nb = nbformat.read(str(path), as_version=4)
             pidx = src_nb.cells.index(parameters_cell(src_nb))
@@ -898,21 +950,22 @@ def _run_notebook(path, profile: str = "smoke", overrides: dict | None = None, o
             err = NotebookFailed(f"Notebook {name!r} ({path}) failed in cell {cell_no} of {len(src_nb.cells)} "
                                  f"(starting {first[0][:60] if first else ''!r}): {e.ename}: {str(e.evalue).rstrip('.')}. "
                                  f"The partial executed notebook is kept at {kept / out_nb.name} (its output in "
-                                 f"{kept / 'run.log'}); outputs of earlier successful runs in {final} are untouched.")
+                                 f"{kept / 'run.log'}); {earlier}.")
             err.environment = any(s in str(e.evalue) for s in _ENV_ERRORS)
+            if err.environment:                            # the disk or the permissions: say where, and what to do
+                err.args = (err.args[0] + f" The cell could not write: free some space on the file system of {out_root} or make "
+                            f"it writable (or write elsewhere with --out), and run again.",)
             raise err from None
         except KeyboardInterrupt:
             log.close(); kept = _keep_failed(staging, failed)
-            raise RunInterrupted(f"{name} was interrupted; its partial notebook and outputs are kept in {kept}; the last good "
-                                 f"run in {final} is untouched.") from None
+            raise RunInterrupted(f"{name} was interrupted; its partial notebook and outputs are kept in {kept}; {earlier}.") from None
         except OSError as e:                               # the executed notebook could not be written: no space, ...
             log.close(); kept = _keep_failed(staging, failed)
-            raise RunEnvironmentError(f"{describe_os_error(e)}. What {name} wrote is kept in {kept}; the last good run in "
-                                      f"{final} is untouched.") from None
+            raise RunEnvironmentError(f"{describe_os_error(e)}. What {name} wrote is kept in {kept}; {earlier}.") from None
         except Exception as e:                             # kernel death, ...: keep what was executed too
             log.close(); kept = _keep_failed(staging, failed)
             raise NotebookFailed(f"Notebook {name!r} ({path}) stopped: {type(e).__name__}: {str(e).rstrip('.')}. Whatever it "
-                                 f"wrote is kept in {kept}; outputs of earlier successful runs in {final} are untouched.") from e
+                                 f"wrote is kept in {kept}; {earlier}.") from e
         try:                                               # finishing: the notebook ran; nothing of it may be lost now
             _fix_out_dir_refs(out_nb, staging, final)
             if html: write_notebook_html(out_nb)
@@ -928,14 +981,14 @@ def _run_notebook(path, profile: str = "smoke", overrides: dict | None = None, o
         except (OSError, KeyboardInterrupt) as e:
             log.close(); kept = _keep_failed(staging, failed)
             what = "was interrupted while finishing" if isinstance(e, KeyboardInterrupt) else describe_os_error(e)
-            msg = (f"{what}. The finished notebook of {name} is kept at {kept / out_nb.name} (its output in {kept}); the "
-                   f"last good run in {final} is untouched.")
+            msg = (f"{what}. The finished notebook of {name} is kept at {kept / out_nb.name} (its output in {kept}); "
+                   f"{earlier}.")
             if isinstance(e, KeyboardInterrupt): raise RunInterrupted(msg) from None
             raise RunEnvironmentError(msg) from None
         except Exception as e:                             # a bug while finishing: the notebook is kept all the same
             log.close(); kept = _keep_failed(staging, failed)
             raise NotebookFailed(f"Notebook {name!r} ran, but finishing its run failed ({type(e).__name__}: {e}); the "
-                                 f"executed notebook is kept at {kept / out_nb.name}; the last good run in {final} is untouched.") from e
+                                 f"executed notebook is kept at {kept / out_nb.name}; {earlier}.") from e
         if publish: publish_outputs(final, notebook=path)
     return final
 
@@ -944,25 +997,57 @@ def figures_dir() -> Path:
     "The published figures folder of the site."
     return project_root() / "figures"
 
+def _publish_copy(src: Path, dst: Path):
+    "Copy one published file (with the user's umask, not the source's mode); tests replace it to fill the disk half way."
+    shutil.copyfile(src, dst)
+
+def _human_bytes(n: int) -> str: return f"{n / 1e6:.1f} MB" if n >= 1e5 else f"{n / 1e3:.1f} kB" if n >= 1e3 else f"{n} bytes"
+
 def publish_outputs(run_dir, dest=None, notebook=None) -> list[Path]:
-    """Make `figures/<name>/` the figures and tables of one notebook's run folder: copies them, then removes published
-    files that this run did not write (outputs an earlier version of the notebook named otherwise); returns the copies.
-    With `notebook` (the analysis notebook that ran), its page on the site gets the run's outputs and `figures/<name>/`
-    its `run.json` (`vlbias_nb.run.site.publish_notebook`)."""
+    """Make `figures/<name>/` the figures and tables of one notebook's run folder, all or nothing: they are staged in a
+    sibling folder `.<name>.publish-<tag>` (the same file system), then swapped in by two renames (`_replace_dir`);
+    published files this run did not write (an earlier version of the notebook named them otherwise) are thereby gone.
+    A run that wrote no figure or table empties nothing: the previous files are staged again. With `notebook` (the
+    analysis notebook that ran), its page on the site gets the run's outputs and the staged folder its `run.json`
+    (`vlbias_nb.run.site.publish_notebook`). On any failure the staging folder is removed, the notebook's page is put
+    back, `figures/<name>/` is byte-identical to the previous publish, and a `RunEnvironmentError` names the destination
+    and how much to free. Returns the published files."""
     from vlbias_nb.run.site import publish_notebook
-    run_dir = Path(run_dir); dest = Path(dest) if dest else figures_dir() / run_dir.name
-    copied = []
+    run_dir = Path(run_dir); dest = Path(dest).absolute() if dest else figures_dir() / run_dir.name
+    new = [f for sub in ("figures", "tables") for f in sorted((run_dir / sub).glob("*")) if f.is_file() and not f.name.startswith(".")]
+    dest.parent.mkdir(parents=True, exist_ok=True)
     with output_lock(dest, say=_say):
-        for sub in ("figures", "tables"):
-            for f in sorted((run_dir / sub).glob("*")):
-                if not f.is_file() or f.name.startswith("."): continue
-                target = dest / f.name
-                with atomic_path(target) as tmp: shutil.copyfile(f, tmp)    # the user's umask, not the source's mode
-                copied.append(target)
-        if copied:                                   # never empty a published folder from a run that wrote nothing
-            for stale in set(p for p in dest.iterdir() if p.is_file()) - set(copied): stale.unlink()
-        if notebook is not None: publish_notebook(run_dir, notebook, figures_dest=dest)
-    return copied
+        _recover_replace(dest)                                         # a publish killed between its two renames
+        for old in dest.parent.glob(f".{dest.name}.publish-*"): shutil.rmtree(old, ignore_errors=True)   # killed ones
+        files = new or ([p for p in sorted(dest.iterdir()) if p.is_file()] if dest.is_dir() else [])
+        need = sum(f.stat().st_size for f in files)
+        stage = dest.parent / f".{dest.name}.publish-{process_tag()}"
+        page = Path(notebook).read_bytes() if notebook is not None else None
+        try:
+            stage.mkdir()
+            for f in files: _publish_copy(f, stage / f.name)
+            if notebook is not None: publish_notebook(run_dir, notebook, figures_dest=stage)
+            _replace_dir(stage, dest)
+        except BaseException as e:
+            shutil.rmtree(stage, ignore_errors=True)
+            _recover_replace(dest)                                     # stopped between the two renames: the old one back
+            if page is not None and Path(notebook).read_bytes() != page:
+                try:
+                    with atomic_path(notebook) as tmp: Path(tmp).write_bytes(page)
+                except OSError: pass
+            if not isinstance(e, OSError): raise
+            if str(getattr(e, "filename", None) or "").startswith(str(stage)): e = OSError(e.errno, e.strerror)   # not the staged name
+            before = f"{dest} still holds the previous publish, unchanged" if dest.is_dir() else f"nothing was published to {dest}"
+            again = (f"publish again: `vlbias run {run_dir.name} --resume --publish` (with the same parameters) publishes the "
+                     f"finished run in {run_dir} without running it again")
+            if e.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+                do = f"free at least {_human_bytes(need)} there (the new files; the notebook page needs a little more) and {again}"
+            elif e.errno in (errno.EBUSY, errno.EXDEV):       # a mount point cannot be replaced by a rename
+                do = f"{dest} is a mount point (or in use): publishing replaces it by a rename; unmount it and {again}"
+            else: do = f"make it writable for you and {again}"
+            raise RunEnvironmentError(f"publishing {run_dir.name} to {dest} failed: "
+                                      + describe_os_error(e, dest.parent, do=do) + f". {before}.") from None
+    return [dest / f.name for f in files] if new else []
 
 # %% ../../nbs/run/01_runner.ipynb #a36c0d01
 THREAD_ENVS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")   # torch reads OMP_NUM_THREADS at start-up
@@ -1182,11 +1267,31 @@ def format_parameters(folder=None, names=None) -> str:
             out.append(f"    {par.name:<24} {par.type:<8} = {par.default!r:<40} {par.constraint():<22} {par.help}".rstrip())
     return "\n".join(out)
 
+# %% ../../nbs/run/01_runner.ipynb #exitc001
+ENVIRONMENT_ERRNOS = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC), errno.EACCES, errno.EPERM, errno.EROFS,
+                      errno.EIO, errno.ENODEV, errno.ENXIO, errno.EMFILE, errno.ENFILE, errno.ENOMEM}   # the machine said no
+
+def exit_code(e: BaseException) -> int:
+    """The one exit-code rule of every `vlbias` command (run, reproduce, check, generate, card): 2 for bad input (what the
+    user named is unknown, out of range, missing, damaged, or a path of the wrong kind, a failing notebook cell), 3 for
+    the environment (no space, no permission, a read-only file system, an I/O error, no such device), 4 an output
+    folder busy, 130 interrupted; 1 for anything else (a bug in vlbias: the caller shows the traceback)."""
+    from vlbias_nb.methods.generation import CorruptManifestError
+    if isinstance(e, KeyboardInterrupt): return EXIT_INTERRUPTED
+    if isinstance(e, OutputBusyError): return EXIT_BUSY
+    if isinstance(e, (NotebookFailed, MissingInputError)): return EXIT_ENVIRONMENT if e.environment else EXIT_INPUT
+    if isinstance(e, RunEnvironmentError): return EXIT_ENVIRONMENT
+    if isinstance(e, (ParameterError, KeyError, PathKindError, CorruptManifestError, InputFormatError, MissingDataError)): return EXIT_INPUT
+    if isinstance(e, ValueError) and type(e).__module__.startswith("vlbias_nb."): return EXIT_INPUT   # the project's own input errors
+    if isinstance(e, OSError): return EXIT_ENVIRONMENT if e.errno in ENVIRONMENT_ERRNOS else EXIT_INPUT   # a path of the wrong kind, ...
+    return 1
+
 # %% ../../nbs/run/01_runner.ipynb #64e0e21c
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="vlbias", description="Run the vlbias-nb analysis notebooks with papermill.",
-                                 epilog="exit codes: 0 done, 2 bad input or a failing notebook, 3 environment (disk, "
-                                        "permissions), 4 output folder busy (--no-wait), 130 interrupted")
+                                 epilog="exit codes: 0 done, 2 bad input (anything named that is unknown, missing, damaged or "
+                                        "of the wrong kind) or a failing notebook, 3 environment (disk full, permissions, "
+                                        "I/O error, no such device), 4 output folder busy (--no-wait), 130 interrupted")
     sub = ap.add_subparsers(dest="cmd", required=True)
     ap.add_argument("--version", action="version", version=f"vlbias-nb {_version()}", help="print the version and exit")
     ls = sub.add_parser("list", help="list analysis notebooks with their parameters")
@@ -1247,12 +1352,12 @@ def _check_command(args) -> int:
 
 def main(argv=None) -> int:
     "Entry point of the `vlbias` console script."
-    from vlbias_nb.methods.generation import CorruptManifestError
     if (cli := list(sys.argv[1:] if argv is None else argv))[:1] == ["card"]: from vlbias_nb.run.card import card_main; return card_main(cli[1:])
     args = _parser().parse_args(argv)
     run_kw = lambda: dict(verbose=args.verbose, verify=args.verify, wait=not args.no_wait)
     try:
         if args.cmd == "list": print(format_parameters(names=args.names)); return 0
+        check_path_variables()                     # a VLBIAS_* variable naming a file where a folder is expected: exit 2
         if args.cmd == "check": return _check_command(args)
         if args.cmd == "generate": return _generate_command(args)
         if args.cmd == "reproduce":
@@ -1270,15 +1375,12 @@ def main(argv=None) -> int:
         where = f"; the images made so far are kept in the generation folder and a rerun resumes" if args.cmd == "generate" else "; nothing was written"
         _say(f"interrupted before the notebook started{where}." if args.cmd != "generate" else f"interrupted{where}.")
         return EXIT_INTERRUPTED
-    except OutputBusyError as e: _say(f"error: {e}"); return EXIT_BUSY
-    except (RunEnvironmentError, CorruptManifestError) as e: _say(f"error: {e}"); return EXIT_ENVIRONMENT
-    except NotebookFailed as e: _say(f"error: {e}"); return EXIT_ENVIRONMENT if e.environment else EXIT_INPUT
-    except (ParameterError, KeyError, MissingDataError) as e:
-        _say(f"error: {e.args[0] if isinstance(e, KeyError) else e}"); return EXIT_INPUT
-    except ValueError as e:                        # generate: a bad folder or missing data, said in one line
-        if args.cmd != "generate": raise
-        _say(f"error: {e}"); return EXIT_INPUT
-    except OSError as e: _say(f"error: {describe_os_error(e)}"); return EXIT_ENVIRONMENT
+    except Exception as e:                         # the one rule, `exit_code`; 1 (a bug): the traceback
+        code = exit_code(e)
+        if code == 1 and isinstance(e, ValueError) and args.cmd == "generate": code = EXIT_INPUT   # a bad folder or missing data
+        if code == 1: raise
+        plain = isinstance(e, OSError) and not isinstance(e, MissingDataError) and getattr(e, "errno", None) is not None
+        _say(f"error: {describe_os_error(e) if plain else e.args[0] if isinstance(e, KeyError) else e}"); return code
 
 # %% ../../nbs/run/01_runner.ipynb #dd178e91
 GENERATION_JOBS = {  # notebook name -> "module:function(params, progress) -> dict(out_dir, n_items, manifest)"

@@ -14,7 +14,7 @@ import pandas as pd
 import torch
 from PIL import Image
 from tqdm.auto import tqdm
-from ..paths import MissingDataError, project_root
+from ..paths import MissingDataError, project_root, read_json_input
 
 # %% auto #0
 __all__ = ['FAMILIES', 'HF_MODEL_CLASSES', 'HF_MODEL_TYPES', 'TINY_HF_FAMILIES', 'HF_UNSUPPORTED_TYPES', 'ALIP_URL',
@@ -221,9 +221,9 @@ def list_models(kind: str | None = None) -> pd.DataFrame:
 
 # %% ../../nbs/zoo/00_registry.ipynb #4165f679
 def _unknown(name: str, why: str = "") -> UnknownModelError:
-    fams = "\n".join(f"  - {k}: {v}" for k, v in FAMILIES.items())
+    fams = "; ".join(f"{k}: {v}" for k, v in FAMILIES.items())       # one line: callers that show a line see it all
     return UnknownModelError(
-        f"Unknown model {name!r}{(' (' + why + ')') if why else ''}. Known families:\n{fams}\n"
+        f"Unknown model {name!r}{(' (' + why + ')') if why else ''}. Known families: {fams}. "
         f"Registered names: {', '.join(MODEL_REGISTRY)}.")
 
 def _looks_like_path(name: str) -> bool:
@@ -243,7 +243,9 @@ def _dir_spec(p: Path, name: str, family: str | None) -> ModelSpec:
     "Spec of a local model folder: a transformers `save_pretrained` folder or an open_clip folder."
     if (p / "open_clip_config.json").exists(): return ModelSpec(name, "open_clip", arch=f"local-dir:{p}")
     if (p / "config.json").exists():
-        fam = family or hf_family(json.loads((p / "config.json").read_text()).get("model_type"), name)
+        cfg = read_json_input(p / "config.json", f"config.json of model {name!r}")   # an invalid one is named
+        if not isinstance(cfg, dict): raise UnknownModelError(f"{p / 'config.json'} of model {name!r} is not a JSON object.")
+        fam = family or hf_family(cfg.get("model_type"), name)
         if fam not in HF_MODEL_CLASSES: raise _unknown(name, f"unknown family {fam!r}")
         return ModelSpec(name, fam, hub_id=str(p))
     raise _unknown(name, "folder has neither config.json nor open_clip_config.json")
@@ -263,6 +265,10 @@ def resolve_model(name: str, arch: str | None = None, family: str | None = None,
         if arch is None: raise _unknown(name, "a checkpoint file needs arch='<open_clip architecture>', e.g. arch='ViT-B-32'")
         return ModelSpec(str(p), "open_clip", arch=arch, checkpoint=str(p.resolve()), preprocess_tag=preprocess_tag)
     if p.is_dir(): return _dir_spec(p, name, family)
+    a, _, t = name.partition("/")
+    if t and _looks_like_path(t) and a in open_clip.list_models():      # 'ARCH,/path' as 'ARCH//path': name the file
+        raise MissingWeightsError(f"Checkpoint {str(Path(t).expanduser())!r} (architecture {a}) does not exist. Check the path, "
+                                  f"or copy the weights there.")
     if _looks_like_path(name):
         raise MissingWeightsError(f"Checkpoint {name!r} does not exist. Check the path, or copy the weights there.")
     if name.startswith("hf-hub:"): return ModelSpec(name, "open_clip", arch=name)
