@@ -287,3 +287,11 @@ def test_a_failed_publish_puts_the_notebook_page_back(tmp_path, monkeypatch):
     monkeypatch.undo()
     publish_outputs(run, dest, notebook=src)
     assert src.read_bytes() != page and (dest / "values.csv").exists() and (dest / "run.json").exists()
+
+def test_every_data_set_variable_is_a_declared_path_variable():
+    "A data set's VLBIAS_* variable (paths.DATASET_ENVS) is checked for its kind at the start of every command (#34)."
+    from vlbias_nb.paths import DATASET_ENVS, path_variables
+    declared = path_variables()
+    missing = sorted(set(DATASET_ENVS.values()) - set(declared))
+    assert not missing, f"declare {missing} in vlbias_nb/resources/path_variables.csv"
+    assert all(declared[v][0] == "folder" for v in DATASET_ENVS.values())
