@@ -4,20 +4,21 @@
 
 # %% ../nbs/00_paths.ipynb #4f919880
 from __future__ import annotations
-import os, json, tempfile, shutil
+import errno, os, json, tempfile, shutil
 from pathlib import Path
 from contextlib import contextmanager
 
 # %% auto #0
 __all__ = ['DATA_ENV', 'INPUT_LOG_ENV', 'DATASET_ENVS', 'GENERATED_ENV', 'GAB_IMAGES_ENV', 'ALLOW_DOWNLOAD_ENV', 'OFFLINE_ENVS',
-           'DOWNLOADS_ENV', 'MODELS_ENV', 'CACHE_ENV', 'VERIFY_ENV', 'PATH_VARIABLES', 'WEIGHTS_ENV', 'MODEL_LOG_ENV',
-           'WEIGHTS_MODES', 'REHEARSAL_MARKER', 'REHEARSAL_DATA_ENV', 'REHEARSAL_SET_ENV', 'STAGE_LOG_ENV',
-           'MissingDataError', 'record_input', 'in_checkout', 'project_root', 'data_root', 'shared_path', 'has_shared',
-           'dataset_folder', 'resolve_data_root', 'InputFormatError', 'read_text_input', 'read_json_input',
-           'read_jsonl_input', 'read_csv_input', 'current_umask', 'process_tag', 'atomic_path', 'write_text_atomic',
-           'write_json_atomic', 'stale_part_files', 'default_out_dir', 'save_table', 'save_figure', 'generation_folder',
-           'gab_images_folder', 'offline_env', 'downloads_allowed', 'download_refusal', 'env_value', 'env_path',
-           'PathKindError', 'path_variables', 'check_path_variables', 'downloads_dir', 'models_root',
+           'DOWNLOADS_ENV', 'MODELS_ENV', 'CACHE_ENV', 'VERIFY_ENV', 'PATH_VARIABLES', 'EXIT_INPUT', 'EXIT_ENVIRONMENT',
+           'ENVIRONMENT_ERRNOS', 'WEIGHTS_ENV', 'MODEL_LOG_ENV', 'WEIGHTS_MODES', 'REHEARSAL_MARKER',
+           'REHEARSAL_DATA_ENV', 'REHEARSAL_SET_ENV', 'STAGE_LOG_ENV', 'MissingDataError', 'record_input',
+           'in_checkout', 'project_root', 'data_root', 'shared_path', 'has_shared', 'dataset_folder',
+           'resolve_data_root', 'InputFormatError', 'read_text_input', 'read_json_input', 'read_jsonl_input',
+           'read_csv_input', 'current_umask', 'process_tag', 'atomic_path', 'write_text_atomic', 'write_json_atomic',
+           'stale_part_files', 'default_out_dir', 'save_table', 'save_figure', 'generation_folder', 'gab_images_folder',
+           'offline_env', 'downloads_allowed', 'download_refusal', 'env_value', 'env_path', 'PathKindError',
+           'path_variables', 'check_path_variables', 'error_exit_code', 'downloads_dir', 'models_root',
            'embedding_cache_root', 'verify_generated', 'download_policy', 'weights_mode', 'weights_policy',
            'append_record', 'record_model', 'is_rehearsal_data', 'rehearsal_run', 'rehearsal_data_root', 'record_stage']
 
@@ -339,6 +340,19 @@ def check_path_variables() -> None:
         elif kind == "file" and p.is_dir():
             bad.append(f"{var} names {env_value(var)!r}, a folder, but it must be a file ({what}): set {var} to the file, or unset it")
     if bad: raise PathKindError("; ".join(bad) + ".")
+
+# %% ../nbs/00_paths.ipynb #pvexit01
+EXIT_INPUT, EXIT_ENVIRONMENT = 2, 3
+ENVIRONMENT_ERRNOS = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC), errno.EACCES, errno.EPERM, errno.EROFS,
+                      errno.EIO, errno.ENODEV, errno.ENXIO, errno.EMFILE, errno.ENFILE, errno.ENOMEM}   # the machine said no
+
+def error_exit_code(e: BaseException, # an error that ended a command
+                   ) -> int:
+    "2 for bad input, 3 for the environment, 1 for a bug (issue #34's one rule; the runner's `exit_code` extends it)."
+    if isinstance(e, (PathKindError, InputFormatError, MissingDataError, KeyError)): return EXIT_INPUT
+    if isinstance(e, ValueError) and type(e).__module__.startswith("vlbias_nb."): return EXIT_INPUT   # the project's own input errors
+    if isinstance(e, OSError): return EXIT_ENVIRONMENT if e.errno in ENVIRONMENT_ERRNOS else EXIT_INPUT
+    return 1
 
 # %% ../nbs/00_paths.ipynb #706664e7
 def _cache_folder(var: str, default: str) -> Path: return env_path(var) or project_root() / ".cache" / default

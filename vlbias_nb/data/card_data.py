@@ -7,16 +7,18 @@ from __future__ import annotations
 import csv, os
 from pathlib import Path
 from PIL import Image
-from ..paths import (InputFormatError, read_csv_input, read_json_input, read_text_input, env_path, DATASET_ENVS,
+from ..paths import (InputFormatError, MissingDataError, read_csv_input, read_json_input, read_text_input, env_path, DATASET_ENVS,
                              GAB_IMAGES_ENV)
 from .faces import FAIRFACE_GENDERS, FAIRFACE_RACES, FAIRFACE_AGES, FAIRFACE_IMAGE_DIRS, parse_utkface_name
 from .coco import read_coco_json
+from .fairness_datasets import load_geode, load_dollar_street
 
 # %% auto #0
 __all__ = ['IMAGE_SUFFIXES', 'CIFAR_FILES', 'CARD_DATA_CHECKS', 'CARD_DATA_ENVS', 'DataFolderError', 'data_folder',
            'check_image_file', 'check_fairface_folder', 'check_utkface_folder', 'check_coco_folder',
            'check_flickr30k_folder', 'check_imagenet_folder', 'check_cifar_folder', 'check_visogender_folder',
-           'check_pata_folder', 'check_card_data', 'check_given_card_data']
+           'check_pata_folder', 'check_geode_folder', 'check_dollar_street_folder', 'check_card_data',
+           'check_given_card_data']
 
 # %% ../../nbs/data/09_card_data.ipynb #cardd05
 class DataFolderError(InputFormatError):
@@ -177,11 +179,29 @@ def check_pata_folder(root) -> int:
             raise DataFolderError(f"{lst}, line {i + 1}: expected scene_race_gender_age|url, got {l[:80]!r}.")
     return _found_images(root / "images", [str(i) for i in range(len(lines))], lst, "PATA")
 
+# %% ../../nbs/data/09_card_data.ipynb #cardd15b
+def _grouped_images_checked(load, root, what: str) -> int:
+    try: ds = load(data_folder(root, what, "its index file and the images"))
+    except (MissingDataError, InputFormatError) as e: raise DataFolderError(str(e)) from None
+    for i, p in enumerate(ds.labels.path): check_image_file(p, f"row {i + 1} of {what}'s index")
+    return len(ds.labels)
+
+def check_geode_folder(root, # the GeoDE folder: index.csv (file_path, object, region) and the images
+                      ) -> int:
+    "The number of GeoDE images once `index.csv` reads and every listed image is readable; else `DataFolderError`."
+    return _grouped_images_checked(load_geode, root, "GeoDE")
+
+def check_dollar_street_folder(root, # the Dollar Street folder: images_v2_imagenet_test.csv (or images_v2.csv) and the images
+                              ) -> int:
+    "The number of Dollar Street images once its index reads and every listed image is readable; else `DataFolderError`."
+    return _grouped_images_checked(load_dollar_street, root, "Dollar Street")
+
 # %% ../../nbs/data/09_card_data.ipynb #cardd17
 CARD_DATA_CHECKS = {
     "fairface": lambda r: check_fairface_folder(r, "val"), "utkface": check_utkface_folder, "coco": check_coco_folder,
     "flickr30k": check_flickr30k_folder, "imagenet": check_imagenet_folder, "cifar10": lambda r: check_cifar_folder(r, "cifar10"),
     "cifar100": lambda r: check_cifar_folder(r, "cifar100"), "visogender": check_visogender_folder, "pata": check_pata_folder,
+    "geode": check_geode_folder, "dollar_street": check_dollar_street_folder,
     "gab": lambda r: data_folder(r, "GAB image groups", "<source>/Phaze-<n>/<activity>/<group>/<k>.png") and 0,
     "social_counterfactuals": lambda r: data_folder(r, "SocialCounterfactuals", "data/train-*.parquet or images/") and 0,
 }

@@ -11,7 +11,9 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
-from ..paths import MissingDataError, write_json_atomic, write_text_atomic, weights_mode, project_root, in_checkout
+from ..paths import (MissingDataError, write_json_atomic, write_text_atomic, weights_mode, project_root, in_checkout,
+                             check_path_variables, error_exit_code)
+from ..data.card_data import check_given_card_data
 from ..resources import read_resource_json
 from ..report import random_weight_model, environment_record
 from ..zoo.registry import UnknownModelError, MissingWeightsError
@@ -27,7 +29,7 @@ __all__ = ['SCHEMA_VERSION', 'CARD_SCHEMA', 'LABEL_SUFFIXES', 'SITE_CARDS', 'RES
            'card_skipped_lines', 'card_markdown', 'write_card_outputs', 'make_card', 'CardInputError', 'find_cards',
            'leaderboard', 'bias_accuracy_figure', 'compare_cards', 'card_slug', 'card_provenance', 'card_page_markdown',
            'publish_card', 'leaderboard_page_markdown', 'publish_leaderboard', 'process_rank', 'shard_models',
-           'card_parser', 'read_models_file', 'check_card_args', 'torch_cuda_count', 'card_main']
+           'card_parser', 'read_models_file', 'check_card_args', 'given_data_failures', 'torch_cuda_count', 'card_main']
 
 # %% ../../nbs/run/03_card.ipynb #1547f6c1
 SCHEMA_VERSION = "1.0"
@@ -460,7 +462,7 @@ def check_card_args(args) -> dict:
     if args.compare:
         if args.models or args.models_file: raise CardInputError("give either models or --compare, not both.")
         find_cards(args.compare)
-        return dict(models=[], roots={}, out=out or Path("runs/card/compare"), only=None, resolved={})
+        return dict(models=[], roots={}, out=out or Path("runs/card/compare"), only=None, resolved={}, given=set())
     models = list(args.models) + (read_models_file(args.models_file) if args.models_file else [])
     if not models: raise CardInputError("no model given: name one (e.g. 'vlbias card tiny-clip'), or --models FILE, or --compare.")
     resolved = {}
@@ -481,9 +483,18 @@ def check_card_args(args) -> dict:
     if not re.fullmatch(r"auto|cpu|mps|cuda(:\d+)?", args.device): raise CardInputError(f"--device {args.device!r}: one of auto, cpu, cuda, cuda:N, mps.")
     if args.device.startswith("cuda") and int((args.device + ":0").split(":")[1]) >= torch_cuda_count():
         raise CardInputError(f"--device {args.device!r}: this machine has {torch_cuda_count()} CUDA device(s).")
-    return dict(models=models, roots=roots, out=out, only=args.only, resolved=resolved)
+    keys = {CARD_TASKS[t].dataset for t in (args.only or CARD_TASKS)} - {None}
+    given = set(check_given_card_data(roots, keys))                 # every folder named by --data or VLBIAS_*, read before work
+    return dict(models=models, roots=roots, out=out, only=args.only, resolved=resolved, given=given)
 
 # %% ../../nbs/run/03_card.ipynb #945e21cd
+def given_data_failures(card: dict, # a card `make_card` wrote
+                        given, # the data set keys the user named (--data or a VLBIAS_* variable)
+                       ) -> list[str]:
+    "What the card did not compute from data the user named (`task: reason`): such a card never exits 0 (issue #34)."
+    return [f"{s['task']}: {s['reason']}" for s in card["skipped"]
+            if s["task"] in CARD_TASKS and CARD_TASKS[s["task"]].dataset in given]
+
 def torch_cuda_count() -> int:
     import torch
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
@@ -498,6 +509,7 @@ def card_main(argv: Sequence[str] | None = None) -> int:
     args = card_parser().parse_args(argv)
     say = lambda s: print(s, file=sys.stderr)
     try:
+        check_path_variables()                                        # a VLBIAS_* folder variable naming a file: exit 2 (#34)
         a = check_card_args(args)
         if args.compare:
             res = compare_cards(args.compare, a["out"])
@@ -514,6 +526,8 @@ def card_main(argv: Sequence[str] | None = None) -> int:
             d = _card_dir(a["out"], m, several)
             card = make_card(m, d, a["only"], a["roots"], cfg, device, args.resume, resolved=a["resolved"].get(m))
             print(f"{m}: {len(card['measures'])} measure(s), {len(card['skipped'])} task(s) skipped -> {d / 'card.json'}")
+            if failed := given_data_failures(card, a["given"]):           # data the user named could not be read: never exit 0
+                raise CardInputError(f"{m}: {failed[0]} (the card is written, without it: {d / 'card.json'})")
             if args.publish: print(f"published: {publish_card(d)['page']}")
         if several:
             dirs = [_card_dir(a["out"], m, True) for m in a["models"]]
@@ -526,4 +540,6 @@ def card_main(argv: Sequence[str] | None = None) -> int:
     except (UnknownModelError, MissingWeightsError, MissingDataError) as e: say(f"error: {e}"); return 2
     except KeyboardInterrupt: say("interrupted: finished measures are kept; rerun with --resume"); return 130
     except PublishError as e: say(f"error: {str(e).splitlines()[0]}"); return 3
-    except OSError as e: say(f"error: {e}"); return 3
+    except Exception as e:                                           # the one rule of paths: input 2, environment 3
+        if (code := error_exit_code(e)) == 1: raise                   # a bug in vlbias: its traceback
+        say(f"error: {e}"); return code

@@ -10,7 +10,7 @@ from dataclasses import dataclass, asdict
 from pathlib import Path
 from typing import Any
 import yaml, nbformat
-from ..paths import (env_path, env_value, project_root, in_checkout, write_json_atomic, write_text_atomic, atomic_path, process_tag, data_root,
+from ..paths import (EXIT_INPUT, EXIT_ENVIRONMENT, ENVIRONMENT_ERRNOS, error_exit_code, env_path, env_value, project_root, in_checkout, write_json_atomic, write_text_atomic, atomic_path, process_tag, data_root,
                              dataset_folder, generation_folder, DATA_ENV, DATASET_ENVS, INPUT_LOG_ENV, MissingDataError,
                              WEIGHTS_ENV, MODEL_LOG_ENV, REHEARSAL_SET_ENV, STAGE_LOG_ENV, weights_mode,
                              check_path_variables, PathKindError, read_json_input, InputFormatError)
@@ -20,21 +20,20 @@ from .profiles import PROFILES, profile_overrides, profile_names, profile_settin
 
 # %% auto #0
 __all__ = ['PARAMETER_KINDS', 'PATH_KINDS', 'MODEL_KINDS', 'OFFLINE_MODELS', 'INPUT_ENVS', 'OUTPUT_ENVS', 'IMAGE_LISTS',
-           'SMALL_INPUT', 'THREAD_ENVS', 'RUN_SECONDS', 'EXIT_INPUT', 'EXIT_ENVIRONMENT', 'EXIT_BUSY',
-           'EXIT_INTERRUPTED', 'ENVIRONMENT_ERRNOS', 'GENERATION_JOBS', 'GENERATION_INPUTS', 'analyses_dir',
-           'notebook_name', 'analysis_notebooks', 'ParameterError', 'Parameter', 'parse_declarations',
-           'parameters_cell', 'notebook_parameters', 'coerce_parameter', 'check_parameter_value', 'resolve_parameters',
-           'MissingInputError', 'InputCheck', 'folder_size', 'environment_warnings', 'listed_images_missing',
-           'check_listed_images', 'check_inputs', 'rehearsal_folder', 'PreparedRun', 'missing_inputs_message',
-           'prepare_run', 'resolve_source', 'input_fingerprint', 'declared_sources', 'logged_sources', 'weights_record',
-           'file_md5', 'file_sha256', 'notebook_source_md5', 'package_version', 'run_key', 'run_fingerprint',
-           'run_record', 'OutputBusyError', 'RunEnvironmentError', 'RunInterrupted', 'output_lock', 'new_staging',
-           'describe_os_error', 'OutputPathError', 'check_output_folder', 'NotebookFailed', 'is_up_to_date', 'RunLog',
-           'write_notebook_html', 'profile_environment', 'rehearsal_record', 'stage_record', 'run_notebook',
-           'figures_dir', 'publish_outputs', 'cpu_cores', 'thread_environment', 'run_seconds', 'previous_seconds',
-           'run_order', 'publish_site', 'running_cells', 'reproduce', 'check_notebooks', 'format_check',
-           'release_checks', 'format_releases', 'format_parameters', 'exit_code', 'main', 'notebook_defaults',
-           'generate']
+           'SMALL_INPUT', 'THREAD_ENVS', 'RUN_SECONDS', 'EXIT_BUSY', 'EXIT_INTERRUPTED', 'GENERATION_JOBS',
+           'GENERATION_INPUTS', 'analyses_dir', 'notebook_name', 'analysis_notebooks', 'ParameterError', 'Parameter',
+           'parse_declarations', 'parameters_cell', 'notebook_parameters', 'coerce_parameter', 'check_parameter_value',
+           'resolve_parameters', 'MissingInputError', 'InputCheck', 'folder_size', 'environment_warnings',
+           'listed_images_missing', 'check_listed_images', 'check_inputs', 'rehearsal_folder', 'PreparedRun',
+           'missing_inputs_message', 'prepare_run', 'resolve_source', 'input_fingerprint', 'declared_sources',
+           'logged_sources', 'weights_record', 'file_md5', 'file_sha256', 'notebook_source_md5', 'package_version',
+           'run_key', 'run_fingerprint', 'run_record', 'OutputBusyError', 'RunEnvironmentError', 'RunInterrupted',
+           'output_lock', 'new_staging', 'describe_os_error', 'OutputPathError', 'check_output_folder',
+           'NotebookFailed', 'is_up_to_date', 'RunLog', 'write_notebook_html', 'profile_environment',
+           'rehearsal_record', 'stage_record', 'run_notebook', 'figures_dir', 'publish_outputs', 'cpu_cores',
+           'thread_environment', 'run_seconds', 'previous_seconds', 'run_order', 'publish_site', 'running_cells',
+           'reproduce', 'check_notebooks', 'format_check', 'release_checks', 'format_releases', 'format_parameters',
+           'exit_code', 'main', 'notebook_defaults', 'generate']
 
 # %% ../../nbs/run/01_runner.ipynb #b2477762
 def analyses_dir() -> Path:
@@ -1246,7 +1245,7 @@ def format_releases(rows: list[dict]) -> str:
     return "\n".join(out)
 
 # %% ../../nbs/run/01_runner.ipynb #6f3b84f2
-EXIT_INPUT, EXIT_ENVIRONMENT, EXIT_BUSY, EXIT_INTERRUPTED = 2, 3, 4, 130
+EXIT_BUSY, EXIT_INTERRUPTED = 4, 130     # EXIT_INPUT 2 and EXIT_ENVIRONMENT 3: paths (one rule)
 
 def _version() -> str:
     from vlbias_nb import __version__
@@ -1268,9 +1267,6 @@ def format_parameters(folder=None, names=None) -> str:
     return "\n".join(out)
 
 # %% ../../nbs/run/01_runner.ipynb #exitc001
-ENVIRONMENT_ERRNOS = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC), errno.EACCES, errno.EPERM, errno.EROFS,
-                      errno.EIO, errno.ENODEV, errno.ENXIO, errno.EMFILE, errno.ENFILE, errno.ENOMEM}   # the machine said no
-
 def exit_code(e: BaseException) -> int:
     """The one exit-code rule of every `vlbias` command (run, reproduce, check, generate, card): 2 for bad input (what the
     user named is unknown, out of range, missing, damaged, or a path of the wrong kind, a failing notebook cell), 3 for
@@ -1281,10 +1277,8 @@ def exit_code(e: BaseException) -> int:
     if isinstance(e, OutputBusyError): return EXIT_BUSY
     if isinstance(e, (NotebookFailed, MissingInputError)): return EXIT_ENVIRONMENT if e.environment else EXIT_INPUT
     if isinstance(e, RunEnvironmentError): return EXIT_ENVIRONMENT
-    if isinstance(e, (ParameterError, KeyError, PathKindError, CorruptManifestError, InputFormatError, MissingDataError)): return EXIT_INPUT
-    if isinstance(e, ValueError) and type(e).__module__.startswith("vlbias_nb."): return EXIT_INPUT   # the project's own input errors
-    if isinstance(e, OSError): return EXIT_ENVIRONMENT if e.errno in ENVIRONMENT_ERRNOS else EXIT_INPUT   # a path of the wrong kind, ...
-    return 1
+    if isinstance(e, (ParameterError, CorruptManifestError)): return EXIT_INPUT
+    return error_exit_code(e)                                  # the rule of paths: input 2, environment 3, a bug 1
 
 # %% ../../nbs/run/01_runner.ipynb #64e0e21c
 def _parser() -> argparse.ArgumentParser:

@@ -80,8 +80,10 @@ def resolve_card_model(given: str, # a model name, any form
     offline (nothing loaded): the record `load_card_model` takes, so a run resolves each name once."""
     from vlbias_nb.zoo.factory import model_availability
     m = normalise_model_name(given)
-    if m.form not in forms:
-        raise UnknownModelError(f"Model {given!r} reads as a {m.form} name ({m.name}), which `vlbias card` takes; here only "
+    if m.form not in forms:                            # the zoo's own message (the names it knows), then what the card would do
+        try: resolve_model(m.name); zoo = ""
+        except (UnknownModelError, MissingWeightsError) as e: zoo = f"{e} "
+        raise UnknownModelError(f"{zoo}Model {given!r} reads as a {m.form} name ({m.name}), which `vlbias card` takes; here only "
                                 f"{', '.join(forms)} names are taken (e.g. an open_clip 'ARCH/TAG' or a registered name).")
     kw = m.kwargs
     if m.form == "debias":
