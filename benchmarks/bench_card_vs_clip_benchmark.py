@@ -33,23 +33,23 @@ import torch
 
 ARCH_CB = "ViT-B-32-quickgelu"        # CLIP_benchmark's model name for the zoo's ViT-B-32/openai architecture
 
-def card_api():
-    "The card's shared machinery (`vlbias_nb.methods.card` once issue #33 lands, `vlbias_nb.run.card` before)."
-    try:
-        from vlbias_nb.methods import card as M
-    except ImportError:
-        from vlbias_nb.run import card as M
-    return M
+def card(name: str):
+    "`name` from the card's machinery: `vlbias_nb.methods.card` (issue #33) where it has it, else `vlbias_nb.run.card`."
+    from importlib import import_module
+    for module in ("vlbias_nb.methods.card", "vlbias_nb.run.card"):
+        try: m = import_module(module)
+        except ImportError: continue
+        if hasattr(m, name): return getattr(m, name)
+    raise ImportError(f"neither vlbias_nb.methods.card nor vlbias_nb.run.card has {name}")
 
 def ours(vlm, root: Path, cache_dir: Path, batch_size: int):
     "The card's zero-shot path on CIFAR-10 test under `root`, cold (a fresh cache): (seconds, image seconds, logits, labels, prompts)."
     from vlbias_nb.methods.downstream import load_cifar10
     from vlbias_nb.methods.zero_shot import zero_shot_classifier
     from vlbias_nb.methods.embedding_cache import EmbeddingCache
-    M = card_api()
     t0 = time.perf_counter()
     cache = EmbeddingCache(cache_dir)
-    ctx = M.CardContext(vlm, "ViT-B-32/openai", {"cifar10": str(root)}, M.CardConfig(batch_size=batch_size, progress=False), cache)
+    ctx = card("CardContext")(vlm, "ViT-B-32/openai", {"cifar10": str(root)}, card("CardConfig")(batch_size=batch_size, progress=False), cache)
     data = load_cifar10(root, split="test", check_md5=False)
     clf = zero_shot_classifier(vlm, data.classnames, data.templates, cache=cache)
     t1 = time.perf_counter()
@@ -93,12 +93,11 @@ def main(argv=None):
     from importlib.metadata import version
     from vlbias_nb.data.rehearsal import make_cifar10
     from clip_benchmark.models import load_clip
-    M = card_api()
     dev = args.device
     with tempfile.TemporaryDirectory() as d:
         d = Path(d)
         root = make_cifar10(d / "cifar10", n_items=args.n_images)
-        vlm = M.load_card_model("ViT-B-32/openai", device=dev)
+        vlm = card("load_card_model")("ViT-B-32/openai", device=dev)
         ckpt = d / "vit-b-32-random.pt"
         torch.save(vlm.model.state_dict(), ckpt)
         model, transform, tokenizer = load_clip(model_type="open_clip", model_name=ARCH_CB, pretrained=str(ckpt),
