@@ -4,7 +4,7 @@
 
 # %% ../../nbs/zoo/02_vlm.ipynb #75733a20
 from __future__ import annotations
-import os, re, json, socket, hashlib, inspect, logging, tempfile, warnings
+import os, re, json, socket, hashlib, inspect, logging, tempfile, threading, warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Sequence
@@ -103,17 +103,22 @@ def default_image_workers(device="auto", # the image tower's device
     return min(8, cores - 1) if as_device(device).type == "cuda" else 1
 
 class ImageBatches(torch.utils.data.Dataset):
-    "Batch `i` of `images` (paths, PIL images or arrays) decoded by `to_pil` and stacked by `preprocess`: a data set of whole batches."
+    """Batch `i` of `images` (paths, PIL images or arrays) decoded by `to_pil` and stacked by `preprocess`: a data set of
+    whole batches. `images[j]` is read under a lock (lazy sequences may keep state, e.g. a cached parquet row group);
+    decoding a path and the transform run outside it, in parallel across threads."""
     def __init__(self, images, # a sequence of paths, PIL images or HxWx3 arrays (indexed, opened one batch at a time)
                  preprocess: Callable, # list of PIL images -> `(n, 3, H, W)` tensor (a model's `preprocess_batch`)
                  batch_size: int = 64):
         if int(batch_size) < 1: raise ValueError(f"batch_size must be at least 1, got {batch_size}")
-        self.images, self.preprocess, self.batch_size = images, preprocess, int(batch_size)
+        self.images, self.preprocess, self.batch_size, self._lock = images, preprocess, int(batch_size), threading.Lock()
     def __len__(self): return -(-len(self.images) // self.batch_size)
     def __getitem__(self, i):
         if not 0 <= i < len(self): raise IndexError(i)
         s = i * self.batch_size
-        return self.preprocess([to_pil(self.images[j]) for j in range(s, min(s + self.batch_size, len(self.images)))])
+        with self._lock: items = [self.images[j] for j in range(s, min(s + self.batch_size, len(self.images)))]
+        return self.preprocess([to_pil(x) for x in items])
+    def __getstate__(self): return {k: v for k, v in self.__dict__.items() if k != "_lock"}     # spawned DataLoader workers
+    def __setstate__(self, d): self.__dict__.update(d); self._lock = threading.Lock()
 
 def preprocessed_batches(batches: ImageBatches, # the batches to make, in order
                          workers: int = 0,      # 0: made in the calling thread when asked for; n > 0: n workers run ahead
