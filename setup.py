@@ -59,7 +59,8 @@ setuptools.setup(
     install_requires=requirements,
     # dev/test: what the smoke profile and the tests use (LPIPS is full-profile only: its weights are not here)
     extras_require={**optional, 'full': full_requirements, 'dev': dev_requirements + full_requirements,
-                    'test': dev_requirements + full_requirements},
+                    'test': dev_requirements + full_requirements,
+                    'bench': shlex.split(cfg.get('bench_requirements', ''))},   # benchmarks only: not in full, dev or test
     dependency_links=cfg.get('dep_links', '').split(),
     python_requires='>=' + cfg['min_python'],
     long_description=open('README.md', encoding='utf-8').read(),

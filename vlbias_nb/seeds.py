@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import numpy as np
-import torch
 
 # %% auto #0
 __all__ = ['derive_seed', 'numpy_rng', 'torch_generator', 'seeded_init']
@@ -32,6 +31,7 @@ def numpy_rng(seed: int, *names) -> np.random.Generator:
 
 def torch_generator(seed: int, *names) -> torch.Generator:
     "A CPU `torch.Generator` for the stream `names` of the run seeded `seed` (`derive_seed`)."
+    import torch                       # here, not at the top: numpy-only work (TF-IDF, metrics) never loads torch (~0.5 GB)
     return torch.Generator("cpu").manual_seed(derive_seed(seed, *names))
 
 # %% ../nbs/02_seeds.ipynb #5eed0012
@@ -40,6 +40,7 @@ def seeded_init(seed: int, *names):
     """Run the block (e.g. building a model) on torch's global CPU stream seeded `derive_seed(seed, *names)`, then
     restore the caller's stream. Without `names` the stream is seeded with `seed` itself: a model's weights depend on
     its own seed alone (the tiny test models keep the weights they have always had)."""
+    import torch
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(derive_seed(seed, *names) if names else int(seed))
         yield

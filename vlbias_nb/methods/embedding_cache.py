@@ -134,13 +134,16 @@ class EmbeddingCache:
         enc = lambda sub, **kw: model.encode_text([sub[i] for i in range(len(sub))], **kw)
         return self._encode(model, "text", texts, [text_key(t) for t in texts], enc, batch_size, progress)
 
-    def encode_image(self, model, images, batch_size: int = 64, progress: bool | None = None) -> np.ndarray:
+    def encode_image(self, model, images, batch_size: int = 64, progress: bool | None = None,
+                     workers: int | None = None, # preprocessing workers of `model.encode_image` (None: the model's default)
+                    ) -> np.ndarray:
         "Like `model.encode_image(images)`, reading cached rows and computing (then caching) the rest."
         if len(images) == 0: return model.encode_image([])
         if callable(getattr(images, "path", None)): keys = [image_key(images.path(i)) for i in range(len(images))]
         elif isinstance(images, torch.Tensor): keys = [image_key(x) for x in images]
         else: keys = [image_key(images[i]) for i in range(len(images))]
-        return self._encode(model, "image", images, keys, model.encode_image, batch_size, progress)
+        enc = model.encode_image if workers is None else (lambda sub, **kw: model.encode_image(sub, workers=workers, **kw))
+        return self._encode(model, "image", images, keys, enc, batch_size, progress)
 
     def stores(self) -> pd.DataFrame:
         "One row per cached (model, kind, preprocessing): folder, model name, kind, shards, items, bytes."

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/zoo/02_vlm.ipynb #75733a20
 from __future__ import annotations
-import os, re, json, socket, hashlib, inspect, logging, tempfile, warnings
+import os, re, json, socket, hashlib, inspect, logging, tempfile, threading, warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Sequence
@@ -22,8 +22,9 @@ from .weights import _WEIGHT_EXTS, _oc_base_arch, open_clip_weight_sources
 
 # %% auto #0
 __all__ = ['TINY_CLIP_ARCH', 'TINY_CLIP_CONFIG', 'DTYPES', 'register_tiny_clip_config', 'seeded', 'as_dtype', 'as_device',
-           'to_pil', 'l2_normalize', 'VisionLanguageModel', 'weights_fingerprint', 'prompted_text_features',
-           'cuts_after_eot', 'OpenClipModel', 'HFModel']
+           'to_pil', 'l2_normalize', 'default_image_workers', 'ImageBatches', 'preprocessed_batches',
+           'VisionLanguageModel', 'weights_fingerprint', 'prompted_text_features', 'cuts_after_eot', 'OpenClipModel',
+           'HFModel']
 
 # %% ../../nbs/zoo/02_vlm.ipynb #71df8dcb
 TINY_CLIP_ARCH = "vlbias-tiny-clip"
@@ -88,10 +89,69 @@ def _json_safe(d):
     if isinstance(d, (np.integer, np.floating)): return d.item()
     return re.sub(r" at 0x[0-9a-fA-F]+", "", repr(d))
 
+# %% ../../nbs/zoo/02_vlm.ipynb #prep-code
+def _cores() -> int:
+    "CPU cores this process may run on."
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+def default_image_workers(device="auto", # the image tower's device
+                          cores: int | None = None, # CPU cores available (None: this process's)
+                         ) -> int:
+    "Preprocessing workers for `device`: CUDA min(8, cores - 1) DataLoader processes; CPU 1 prefetch thread; 0 on one core."
+    cores = _cores() if cores is None else int(cores)
+    if cores <= 1: return 0
+    return min(8, cores - 1) if as_device(device).type == "cuda" else 1
+
+class ImageBatches(torch.utils.data.Dataset):
+    """Batch `i` of `images` (paths, PIL images or arrays) decoded by `to_pil` and stacked by `preprocess`: a data set of
+    whole batches. `images[j]` is read under a lock (lazy sequences may keep state, e.g. a cached parquet row group);
+    decoding a path and the transform run outside it, in parallel across threads."""
+    def __init__(self, images, # a sequence of paths, PIL images or HxWx3 arrays (indexed, opened one batch at a time)
+                 preprocess: Callable, # list of PIL images -> `(n, 3, H, W)` tensor (a model's `preprocess_batch`)
+                 batch_size: int = 64):
+        if int(batch_size) < 1: raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        self.images, self.preprocess, self.batch_size, self._lock = images, preprocess, int(batch_size), threading.Lock()
+    def __len__(self): return -(-len(self.images) // self.batch_size)
+    def __getitem__(self, i):
+        if not 0 <= i < len(self): raise IndexError(i)
+        s = i * self.batch_size
+        with self._lock: items = [self.images[j] for j in range(s, min(s + self.batch_size, len(self.images)))]
+        return self.preprocess([to_pil(x) for x in items])
+    def __getstate__(self): return {k: v for k, v in self.__dict__.items() if k != "_lock"}     # spawned DataLoader workers
+    def __setstate__(self, d): self.__dict__.update(d); self._lock = threading.Lock()
+
+def preprocessed_batches(batches: ImageBatches, # the batches to make, in order
+                         workers: int = 0,      # 0: made in the calling thread when asked for; n > 0: n workers run ahead
+                         processes: bool = False, # workers are DataLoader processes (else threads)
+                         pin_memory: bool = False, # page-locked batches (for a CUDA tower's non-blocking copy)
+                        ):
+    "Yield `batches[0], batches[1], …` in order, made by `workers` threads or processes up to `workers + 1` batches ahead."
+    workers = int(workers)
+    if workers < 0: raise ValueError(f"workers must be 0 or more, got {workers}")
+    pin = (lambda x: x.pin_memory()) if pin_memory else (lambda x: x)
+    if workers == 0:
+        for i in range(len(batches)): yield pin(batches[i])
+    elif processes:
+        yield from torch.utils.data.DataLoader(batches, batch_size=None, shuffle=False, num_workers=workers,
+                                               pin_memory=pin_memory, prefetch_factor=2)
+    else:
+        from concurrent.futures import ThreadPoolExecutor
+        from collections import deque
+        with ThreadPoolExecutor(workers, thread_name_prefix="vlbias-preprocess") as ex:
+            ahead, nxt = deque(), 0
+            try:
+                while ahead or nxt < len(batches):
+                    while nxt < len(batches) and len(ahead) <= workers:
+                        ahead.append(ex.submit(lambda i: pin(batches[i]), nxt)); nxt += 1
+                    yield ahead.popleft().result()
+            finally:
+                for f in ahead: f.cancel()
+
 # %% ../../nbs/zoo/02_vlm.ipynb #a5f0a95d
 class VisionLanguageModel:
     "One interface over every vision-language model: L2-normalised text and image embeddings, batched."
     family = "base"
+    image_workers: int | None = None   # preprocessing workers of `encode_image` (None: `default_image_workers(device)`)
     def __init__(self, spec: ModelSpec, model: torch.nn.Module, device="auto", dtype="float32", weights: str | None = None, seed: int | None = None):
         self.spec, self.name, self.device, self.dtype = spec, spec.name, as_device(device), as_dtype(dtype)
         self.model = model.to(device=self.device, dtype=self.dtype).eval()
@@ -115,7 +175,7 @@ class VisionLanguageModel:
         return l2_normalize(self._text_forward(tokens).float())
     def image_features(self, pixels: torch.Tensor) -> torch.Tensor:
         "L2-normalised image embeddings of a preprocessed `(n, 3, H, W)` batch."
-        return l2_normalize(self._image_forward(pixels.to(self.device, self.dtype)).float())
+        return l2_normalize(self._image_forward(pixels.to(self.device, self.dtype, non_blocking=True)).float())
     @property
     def embed_dim(self) -> int:
         "Dimension of the joint embedding space."
@@ -131,13 +191,19 @@ class VisionLanguageModel:
                 out.append(self.text_features(self.tokenize(texts[i:i + batch_size])).cpu().numpy())
         return np.concatenate(out).astype(np.float32) if out else np.zeros((0, self.embed_dim), np.float32)
 
-    def encode_image(self, images, batch_size: int = 64, progress: bool | None = None) -> np.ndarray:
+    def encode_image(self, images, batch_size: int = 64, progress: bool | None = None,
+                     workers: int | None = None, # preprocessing workers ahead of the tower (None: `image_workers`, else the device's default)
+                    ) -> np.ndarray:
         "L2-normalised embeddings `(n, d)` of images (paths, PIL, arrays or a preprocessed tensor), as float32 numpy."
         n = len(images); out = []
+        if isinstance(images, torch.Tensor): batches = (images[i:i + batch_size] for i in range(0, n, batch_size))
+        else:
+            w = next(x for x in (workers, self.image_workers, default_image_workers(self.device)) if x is not None)
+            cuda = self.device.type == "cuda"      # CUDA: worker processes and pinned batches; CPU: prefetch threads
+            batches = preprocessed_batches(ImageBatches(images, self.preprocess_batch, batch_size), w, processes=cuda, pin_memory=cuda)
+        nb = -(-n // batch_size)
         with torch.inference_mode():
-            for i in _progress(range(0, n, batch_size), progress, f"{self.name}: image"):
-                if isinstance(images, torch.Tensor): px = images[i:i + batch_size]
-                else: px = self.preprocess_batch([to_pil(images[j]) for j in range(i, min(i + batch_size, n))])
+            for px in tqdm(batches, total=nb, desc=f"{self.name}: image", leave=False, disable=not ((nb > 1) if progress is None else progress)):
                 out.append(self.image_features(px).cpu().numpy())
         return np.concatenate(out).astype(np.float32) if out else np.zeros((0, self.embed_dim), np.float32)
 

@@ -250,8 +250,8 @@ def table1_metrics(scorer, # a scorer: scorer(rows) -> similarity block (queries
                    skew_ks: Sequence[int] = (25, 100), # K values of MaxSkew@K
                    skew_undefined: str = "drop",
                    desired: str = "candidates",
-                   block_size: int = 2048,
-                   n_jobs: int = 1,
+                   block_size: int = 512, # queries scored at once: the peak memory is about n_jobs x block_size x items x 6 bytes
+                   n_jobs: int = 1, # threads over blocks of queries (each holds one block)
                    progress: bool | None = None, # show a progress bar
                   ) -> pd.DataFrame:
     """Per query: Bias@K (GenSynth eq. 1) for `bias_ks`, MaxSkew@K (eqs. 2-3) and the male share for `skew_ks`, of
