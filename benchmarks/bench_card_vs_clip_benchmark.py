@@ -33,15 +33,6 @@ import torch
 
 ARCH_CB = "ViT-B-32-quickgelu"        # CLIP_benchmark's model name for the zoo's ViT-B-32/openai architecture
 
-def card(name: str):
-    "`name` from the card's machinery: `vlbias_nb.methods.card` (issue #33) where it has it, else `vlbias_nb.run.card`."
-    from importlib import import_module
-    for module in ("vlbias_nb.methods.card", "vlbias_nb.run.card"):
-        try: m = import_module(module)
-        except ImportError: continue
-        if hasattr(m, name): return getattr(m, name)
-    raise ImportError(f"neither vlbias_nb.methods.card nor vlbias_nb.run.card has {name}")
-
 def ours(vlm, root: Path, cache_dir: Path, batch_size: int):
     "The card's zero-shot path on CIFAR-10 test under `root`, cold (a fresh cache): (seconds, image seconds, logits, labels, prompts)."
     from vlbias_nb.methods.downstream import load_cifar10
@@ -49,7 +40,8 @@ def ours(vlm, root: Path, cache_dir: Path, batch_size: int):
     from vlbias_nb.methods.embedding_cache import EmbeddingCache
     t0 = time.perf_counter()
     cache = EmbeddingCache(cache_dir)
-    ctx = card("CardContext")(vlm, "ViT-B-32/openai", {"cifar10": str(root)}, card("CardConfig")(batch_size=batch_size, progress=False), cache)
+    from vlbias_nb.methods.card import CardContext, CardConfig
+    ctx = CardContext(vlm, "ViT-B-32/openai", {"cifar10": str(root)}, CardConfig(batch_size=batch_size, progress=False), cache)
     data = load_cifar10(root, split="test", check_md5=False)
     clf = zero_shot_classifier(vlm, data.classnames, data.templates, cache=cache)
     t1 = time.perf_counter()
@@ -97,7 +89,8 @@ def main(argv=None):
     with tempfile.TemporaryDirectory() as d:
         d = Path(d)
         root = make_cifar10(d / "cifar10", n_items=args.n_images)
-        vlm = card("load_card_model")("ViT-B-32/openai", device=dev)
+        from vlbias_nb.zoo.model_names import load_card_model
+        vlm = load_card_model("ViT-B-32/openai", device=dev)
         ckpt = d / "vit-b-32-random.pt"
         torch.save(vlm.model.state_dict(), ckpt)
         model, transform, tokenizer = load_clip(model_type="open_clip", model_name=ARCH_CB, pretrained=str(ckpt),
