@@ -4,7 +4,7 @@
 
 # %% ../../nbs/methods/07_card.ipynb #c7a00003
 from __future__ import annotations
-import hashlib, importlib, math, re
+import hashlib, importlib, math, os, re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
@@ -162,6 +162,14 @@ class CardConfig:
     n_perm: int = 2000             # WEAT permutations
     progress: bool = True
 
+def _image_list_id(images) -> tuple:
+    """What tells image lists of one data set apart within a card run: the paths in order when the list holds paths (two
+    tasks reading equally many but different COCO images get their own embeddings), else its type and length (in-memory
+    or lazy images are not read here)."""
+    if isinstance(images, (list, tuple)) and all(isinstance(x, (str, os.PathLike)) for x in images):
+        return ("paths", hashlib.sha1("\n".join(map(str, images)).encode()).hexdigest())
+    return (type(images).__name__, len(images))
+
 @dataclass
 class CardContext:
     "What a task sees: the model, its name, the data roots, the config and the shared embedding store."
@@ -175,8 +183,8 @@ class CardContext:
     def root(self, key: str) -> Path: return dataset_root(key, self.roots)
 
     def image_embeddings(self, dataset: str, images: Sequence) -> np.ndarray:
-        "Unit image embeddings of `images` of `dataset`: computed once per (model, data set), through the cache."
-        key = (dataset, len(images))
+        "Unit image embeddings of `images` of `dataset`: computed once per (model, data set, image list), through the cache."
+        key = (dataset, _image_list_id(images))
         if key not in self._images:
             enc = self.cache.encode_image if self.cache is not None else (lambda m, x, **kw: m.encode_image(x, **kw))
             self._images[key] = np.asarray(enc(self.model, images, batch_size=self.config.batch_size,
