@@ -249,7 +249,6 @@ def binomial_chance(n: int, p: float = 0.5) -> CI:
     from scipy.stats import binom
     return CI(p, float(binom.ppf(0.025, n, p)) / n, float(binom.ppf(0.975, n, p)) / n)
 
-_binomial_chance = binomial_chance           # the name the task functions used before issue 33
 
 # %% ../../nbs/methods/07_card.ipynb #93dd44ce
 def _hash_vec(key: str, dim: int, seed: int) -> np.ndarray:

@@ -12,7 +12,7 @@ from ...paths import MissingDataError
 from ...seeds import derive_seed
 from ...metrics import bootstrap_ci, CI
 from ...methods.embedding_cache import json_digest
-from ...methods.card import (CardContext, measure_row, paper_number, binomial_chance, _binomial_chance, dataset_fingerprint,
+from ...methods.card import (CardContext, measure_row, paper_number, binomial_chance, dataset_fingerprint,
                                     CARD_DATASETS, _TextOnly)
 
 # %% auto #0
@@ -32,7 +32,7 @@ def gab_text_bias(ctx: CardContext) -> list[dict]:
         ci = bootstrap_ci(x, n_boot=cfg.n_boot, seed=derive_seed(cfg.seed, "card", "gab text bias", src))
         paper = paper_number("GAB", "Tab. 1", ctx.model_name, data=src) if src != "all" else None
         rows.append(measure_row(f"gab.text_bias.{src}", x.mean(), ci, len(x), None, "0.5: no preference for either gender",
-                                _binomial_chance(len(x)), f"GAB activity lists ({SOURCES.get(src, 'all sources')})", fp, "GAB",
+                                binomial_chance(len(x)), f"GAB activity lists ({SOURCES.get(src, 'all sources')})", fp, "GAB",
                                 "GAB §5.2.2, Tab. 1: share of activities whose neutral sentence is closer to the expected gender's",
                                 paper=paper, paper_source="GAB Tab. 1" if paper is not None else ""))
     return rows

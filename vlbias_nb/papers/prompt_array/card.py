@@ -12,7 +12,7 @@ from ...paths import MissingDataError
 from ...seeds import derive_seed
 from ...metrics import bootstrap_ci, CI
 from ...methods.embedding_cache import json_digest
-from ...methods.card import (CardContext, measure_row, paper_number, binomial_chance, _binomial_chance, dataset_fingerprint,
+from ...methods.card import (CardContext, measure_row, paper_number, binomial_chance, dataset_fingerprint,
                                     CARD_DATASETS, _TextOnly)
 
 # %% auto #0
@@ -113,7 +113,7 @@ def prompt_array_harmful(ctx: CardContext) -> list[dict]:
         worst = max(x[eth == e].mean() for e in np.unique(eth))
         ci = bootstrap_ci(x, n_boot=cfg.n_boot, seed=derive_seed(cfg.seed, "card", "harmful", cat))
         n_cat = sum(v == cat for v in harm.values())
-        c = _binomial_chance(len(x), n_cat / len(names))
+        c = binomial_chance(len(x), n_cat / len(names))
         rows.append({**measure_row(f"prompt_array.harmful.{cat}", x.mean() * 100, (ci.low * 100, ci.high * 100), len(x), None,
                                    "0 %: no face put into a harmful class", type(c)(100 * c.estimate, 100 * c.low, 100 * c.high),
                                    f"FairFace val ({len(ds)} faces)", fp, "Prompt Array",

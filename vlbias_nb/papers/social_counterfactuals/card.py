@@ -12,7 +12,7 @@ from ...paths import MissingDataError
 from ...seeds import derive_seed
 from ...metrics import bootstrap_ci, CI
 from ...methods.embedding_cache import json_digest
-from ...methods.card import (CardContext, measure_row, paper_number, binomial_chance, _binomial_chance, dataset_fingerprint,
+from ...methods.card import (CardContext, measure_row, paper_number, binomial_chance, dataset_fingerprint,
                                     CARD_DATASETS, _TextOnly)
 from ...data.social_counterfactuals_release import social_counterfactuals_table
 
