@@ -27,6 +27,7 @@ def make_notebook(folder, name, cells):
 # scheduler (pyproject.toml) starts each of the 2 workers on one half of the collection and lets an idle worker take the
 # tail of the other's queue: so the long runs are dealt alternately (longest first) to the heads of the two halves.
 LONGEST_FIRST = ("test_every_analysis_runs_end_to_end_in_the_rehearsal", "test_analysis_runs_in_smoke_profile",
+                 "test_generation_folder_is_kept_and_a_rerun_resumes", "test_gab_with_an_ungendered_candidate_list",
                  "test_a_rehearsal_run_end_to_end_is_labelled_and_recorded")
 
 def _long_rank(item):
@@ -38,3 +39,16 @@ def pytest_collection_modifyitems(config, items):
     first, second = long[0::2], long[1::2]
     n_first = max(0, len(items) // 2 - len(first))
     items[:] = first + short[:n_first] + second + short[n_first:]
+
+@pytest.fixture(scope="session")
+def processed_site(tmp_path_factory):
+    """nbdev's doc processing of the checkout's notebooks (`vlbias_nb.run.site.process_docs`), done once per test run:
+    the xdist workers share one copy (built under a file lock in the run's common temporary folder)."""
+    from filelock import FileLock
+    from vlbias_nb.run.site import process_docs
+    shared = tmp_path_factory.getbasetemp().parent if os.environ.get("PYTEST_XDIST_WORKER") else tmp_path_factory.getbasetemp()
+    dest, done = shared / "vlbias-site", shared / "vlbias-site.done"
+    with FileLock(str(shared / "vlbias-site.lock")):
+        if not done.exists():
+            process_docs(dest); done.write_text("ok")
+    return dest / "_proc"

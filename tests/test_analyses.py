@@ -144,7 +144,7 @@ def check_prompt_array(d):
     t2 = _table(d, "tab2_models_vs_paper")                                        # the loop over models: tiny = pipeline check
     assert t2.model.nunique() == 10 and not t2.comparable.any() and (t2[t2.ours.notna()].zoo_name == "tiny-clip").all()
     p6 = _table(d, "tab6_paper")                                                   # the paper's Tab. 6 in paper_values' long layout
-    assert list(p6.columns) == ["item", "model", "data", "metric", "group", "value", "source"] and len(p6) == 42
+    assert list(p6.columns) == ["item", "model", "data", "metric", "group", "value", "source", "printed"] and len(p6) == 42
     assert p6.set_index(["model", "metric", "group"]).value[("CLIP ViT-B/16 debiased", "crime-related %", "White")] == 14.9
     io = _table(d, "known_answer_itc_only").set_index("quantity")                  # Tab. 3's ITC-only row on the planted world
     kio = known_answer("prompt_array.itc_only")["after_over_before_at_least"]
@@ -209,10 +209,13 @@ def check_gab(d):
         ag = _table(d, "released_agg_check")
         assert len(ag) == 18 and ag.exact.all() and (ag.max_abs_diff == 0).all() and ag.rows_authors.sum() == 2442
         t1r = _table(d, "tab1_released")
-        assert len(t1r) == 33 and t1r.comparable.all() and ((t1r.ours - t1r.paper).abs() < 0.0085).all()
+        assert len(t1r) == 36 and t1r.comparable.all() and ((t1r.ours - t1r.paper).abs() < 0.0085).all()   # 11 VLMs x 3 + NegCLIP (gab_early)
+        assert t1r[t1r.release == "gab_early"].model.eq("NegCLIP-ViT-B-32").all() and (t1r.release == "gab_early").sum() == 3
         rel = led[led.evidence == "released outputs"]
         assert {"Tab. 1", "Fig. 4", "Fig. 7", "§5.2.3 text-to-image accuracy"} <= set(rel.item)
-        assert rel[rel.item == "Tab. 1"].status.eq("reproduced").all() and len(rel[rel.item == "Tab. 1"]) == 33
+        r1 = rel[rel.item == "Tab. 1"]; miss = r1[r1.status != "reproduced"]               # within printed precision, or explained
+        assert len(r1) == 36 and len(miss) == 4 and miss.status.eq("differs").all(), miss
+        assert miss.note.str.contains("printing slip|is it truncated").all() and (miss.paper.isin([0.59, 0.66, 0.91])).all()
         assert rel[rel.item != "Tab. 1"].status.isin(["partly reproduced", "differs"]).all()   # 11 of the 12 models
     ba = _table(d, "activity_lists_by_activity")                                    # one row per activity: expected gender
     assert set(lay) <= set(ba.columns) and len(ba) == 37 and (ba.delta == 0).all() and ba.comparable.all()
@@ -295,14 +298,22 @@ def check_social_counterfactuals(d):
 
 CHECKS = {n: globals()[f"check_{n}"] for n in NOTEBOOKS}
 
-@pytest.mark.parametrize("name", list(NOTEBOOKS))
-def test_analysis_runs_in_smoke_profile(name, tmp_path):
-    d = run_notebook(NOTEBOOKS[name], "smoke", out_root=tmp_path, progress=False, html=False)
+def _check_smoke_run(name, d):
+    "What every smoke run holds (its record, notebook, tables, figures in PNG and SVG), then the notebook's own checks."
     run = json.loads((d / "run.json").read_text())
     assert run["profile"] == "smoke" and (d / f"{name}.ipynb").exists()
     tables, figs = list((d / "tables").glob("*.csv")), list((d / "figures").glob("*.png"))
     assert tables and all(f.with_suffix(".svg").exists() for f in figs)
     CHECKS[name](d)
+
+# Two analyses' smoke runs are the first run of a test of their own, so that no notebook runs twice for what one run
+# shows: social_counterfactuals (with a generation folder: test_generation_folder_is_kept_and_a_rerun_resumes) and gab
+# (with an ungendered candidate list: test_gab_with_an_ungendered_candidate_list; the empty list only skips §4.1.2).
+SMOKE_RUN_ELSEWHERE = {"social_counterfactuals", "gab"}
+
+@pytest.mark.parametrize("name", [n for n in NOTEBOOKS if n not in SMOKE_RUN_ELSEWHERE])
+def test_analysis_runs_in_smoke_profile(name, tmp_path):
+    _check_smoke_run(name, run_notebook(NOTEBOOKS[name], "smoke", out_root=tmp_path, progress=False, html=False))
 
 @pytest.mark.parametrize("name", ["coco_spurious_clusters", "tfidf_table1"])
 def test_coco_analyses_run_on_planted_data_alone(name, tmp_path, monkeypatch):
@@ -312,32 +323,34 @@ def test_coco_analyses_run_on_planted_data_alone(name, tmp_path, monkeypatch):
     CHECKS[name](d)
 
 def test_generation_folder_is_kept_and_a_rerun_resumes(tmp_path):
-    "With generation_dir set, generated images outlive the run: a rerun regenerates nothing (same files, same bytes)."
+    """The social_counterfactuals smoke run (checked as every smoke run is), with generation_dir set: its generated images
+    outlive the run and a rerun regenerates nothing (same files, same bytes). The manifest records how each image was
+    made, so other generation parameters make it again (the manifest's rule: tests/test_generation.py)."""
+    import sqlite3
     gen = tmp_path / "generated"
     ov = {"generation_dir": str(gen)}
-    run_notebook(NOTEBOOKS["social_counterfactuals"], "smoke", ov, out_root=tmp_path / "a", progress=False, html=False)
+    _check_smoke_run("social_counterfactuals", run_notebook(NOTEBOOKS["social_counterfactuals"], "smoke", ov, out_root=tmp_path / "a",
+                                                            progress=False, html=False))
     first = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in gen.rglob("*.png")}
     assert first and (gen / "manifest.sqlite").exists()
     d = run_notebook(NOTEBOOKS["social_counterfactuals"], "smoke", ov, out_root=tmp_path / "b", progress=False, html=False)
     assert {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in gen.rglob("*.png")} == first
     check_social_counterfactuals(d)
-    # the manifest records how each image was made: other denoising steps never reuse them (every image made again)
-    run_notebook(NOTEBOOKS["social_counterfactuals"], "smoke", {**ov, "num_inference_steps": 1}, out_root=tmp_path / "c",
-                 progress=False, html=False)
-    again = {p: p.stat().st_mtime_ns for p in gen.rglob("*.png")}
-    assert set(again) == set(first) and all(again[p] != first[p][0] for p in first)
+    with sqlite3.connect(gen / "manifest.sqlite") as db: params = [json.loads(p) for (p,) in db.execute("select params from items")]
+    assert len(params) == len(first) and all(p["num_inference_steps"] == 2 and p["image_size"] == 32 and
+                                             p["diffusion_pipeline"] == "tiny-stable-diffusion" for p in params)
 
 def test_gab_with_an_ungendered_candidate_list(tmp_path):
-    "§4.1.2 path of the GAB notebook: a plain activity list is scored with the MLM and both tails are selected."
+    "The GAB smoke run, on the §4.1.2 path: a plain activity list is scored with the MLM and both tails are selected."
     acts = ["cooking dinner", "fixing a car", "knitting a scarf", "playing football", "reading a book",
             "lifting weights", "doing yoga", "painting a wall", "washing dishes", "riding a motorcycle"]
     f = tmp_path / "candidates.txt"; f.write_text("\n".join(acts) + "\n")
-    d = run_notebook(NOTEBOOKS["gab"], "smoke", {"candidate_activities_file": str(f), "tail_n": 2},
-                     out_root=tmp_path / "out", progress=False, html=False)
+    d = run_notebook(NOTEBOOKS["gab"], "smoke", {"candidate_activities_file": str(f)}, out_root=tmp_path / "out",
+                     progress=False, html=False)
     scores, sel = _table(d, "candidate_mlm_scores"), _table(d, "candidate_selected")
-    assert len(scores) == len(acts) and len(sel) == 4
+    assert len(scores) == len(acts) and len(sel) == 2 * 3                # tail_n = 3 at each tail
     assert set(sel.activity) <= set(acts)
-    check_gab(d)
+    _check_smoke_run("gab", d)                           # the GAB smoke run: checked as every smoke run is
 
 def test_coco_gender_labels_train_counts_and_extended_list(tmp_path):
     "The §3.2 train-count path (the full profile's COCO train captions; here coco-mini's) and the extended word list."

@@ -1,8 +1,11 @@
 """The ledger means what it says (issue #31): over the published ledgers (`figures/*/ledger.csv`) and the tables each run
 publishes beside its ledger (`figures/<name>/*.csv`),
 
-(a) every row with status "reproduced" passes `vlbias_nb.report.agreement` (the paper's printed precision, our 95 %
-    interval, or the tolerance stated with its reason in `resources/paper_items/tolerances.csv`) and has no `departs`;
+(a) every row with status "reproduced" passes `vlbias_nb.report.agreement` (the paper's printed precision read from
+    its printed text `paper_printed`, the tolerance stated with its reason in `resources/paper_items/tolerances.csv`,
+    or — a sampled quantity only — an informative 95 % interval) and has no `departs`; every "partly reproduced" row
+    passes it too and has a `departs` (issue #40: no row agrees through an interval on a deterministic quantity, nor
+    through an interval that is not informative; an "inconclusive" row is one whose interval is not informative);
 (b) no ledger row that stands beside the paper (status "reproduced", or `comparable` true) reports a number that a
     table of the same run publishes in a row marked `comparable == False`.
 
@@ -26,7 +29,8 @@ import pandas as pd
 import pytest
 
 from vlbias_nb.paths import project_root
-from vlbias_nb.report import COMPARABILITY_REASONS, agreement, published_ledgers, stated_tolerance, with_ledger_comparability
+from vlbias_nb.report import (COMPARABILITY_REASONS, agreement, published_ledgers, stated_tolerance, with_ledger_comparability,
+                               SAMPLING_KINDS)
 
 REL = 1e-9   # "the same number": equal within this relative difference
 
@@ -87,22 +91,48 @@ def ledger_rows(root) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else published_ledgers(Path(root) / "__none__").assign(folder="")
 
 
+def _sampling(row):
+    "The row's `sampling` (None: deterministic — also for a ledger published before the column existed) and `runs`."
+    s = _text(row.get("sampling")) or None
+    return s, (int(float(row["runs"])) if s == "runs" and _finite(row.get("runs")) else None)
+
+
 def reproduced_misses(figures) -> list[str]:
-    """Rule (a) over the ledgers under `figures`: every 'reproduced' row passes `agreement` with its interval and stated
-    tolerance, and has no `departs`. One message per row that does not."""
+    """Rule (a) over the ledgers under `figures`: every 'reproduced' row passes `agreement` — its paper value as printed,
+    stated tolerance, interval judged as its `sampling` says (never for a deterministic quantity; only when informative
+    for a sampled one) — and has no `departs`; every 'partly reproduced' row passes it and has a `departs`; an
+    'inconclusive' row's agreement is inconclusive. One message per row that does not."""
     rows = ledger_rows(figures)
     out = []
-    for r in rows[rows.status == "reproduced"].to_dict("records"):
+    for r in rows[rows.status.isin(["reproduced", "partly reproduced", "inconclusive"])].to_dict("records"):
         where = f"{r['analysis']}/ledger.csv: {r['paper_name']} {r['item']} / {r['quantity']!r}"
-        if _text(r.get("departs")):
+        st = r["status"]
+        if st == "reproduced" and _text(r.get("departs")):
             out.append(f"{where}: marked reproduced but departs from the paper ({r['departs']}): at most 'partly reproduced'")
             continue
+        if st == "partly reproduced" and not _text(r.get("departs")):
+            out.append(f"{where}: marked partly reproduced without saying how it departs from the paper (`departs`)")
+            continue
         if not (_finite(r["ours"]) and _finite(r["paper"])):
-            out.append(f"{where}: marked reproduced without both numbers (ours {r['ours']!r}, paper {r['paper']!r})")
+            out.append(f"{where}: marked {st} without both numbers (ours {r['ours']!r}, paper {r['paper']!r})")
+            continue
+        sampling, runs = _sampling(r)
+        if sampling not in SAMPLING_KINDS:
+            out.append(f"{where}: sampling {sampling!r} is none of {list(SAMPLING_KINDS)}")
+            continue
+        if sampling == "runs" and runs is None:
+            out.append(f"{where}: sampling 'runs' without the number of runs")
             continue
         ci = (r["ci_low"], r["ci_high"]) if _finite(r["ci_low"]) and _finite(r["ci_high"]) else None
-        ok, how = agreement(r["ours"], r["paper"], ci, _digits(r), stated_tolerance(r["paper_name"], r["item"], r["quantity"]))
-        if not ok: out.append(f"{where}: ours {r['ours']:.6g} vs paper {r['paper']:.6g} is marked reproduced but lies {how}")
+        paper = _text(r.get("paper_printed")) or r["paper"]
+        chance = r["chance"] if _finite(r.get("chance")) else None
+        ok, how = agreement(r["ours"], paper, ci, _digits(r), stated_tolerance(r["paper_name"], r["item"], r["quantity"]),
+                            sampling, runs, chance)
+        if st == "inconclusive" and ok is not None:
+            out.append(f"{where}: ours {r['ours']:.6g} vs paper {paper} is marked inconclusive but the rule says "
+                       f"{'agrees' if ok else 'differs'}: {how}")
+        elif st != "inconclusive" and not ok:
+            out.append(f"{where}: ours {r['ours']:.6g} vs paper {paper} is marked {st} but lies {how}")
     return out
 
 
@@ -199,9 +229,9 @@ def test_no_ledger_table_contradiction(root):
 OLD_COLUMNS = ["paper_name", "item", "quantity", "status", "ours", "paper", "delta", "planted", "chance", "ci_low",
                "ci_high", "model", "data", "needs", "note", "comparable", "reason"]   # a ledger published before evidence/tolerance/departs
 
-def _row(quantity, status, ours, paper, ci=(np.nan, np.nan), model="m", comparable=True, **kw):
+def _row(quantity, status, ours, paper, ci=(np.nan, np.nan), model="m", comparable=True, chance=np.nan, **kw):
     return dict(paper_name="GenSynth", item="Tab. 6", quantity=quantity, status=status, ours=ours, paper=paper,
-                delta=ours - paper, planted=np.nan, chance=np.nan, ci_low=ci[0], ci_high=ci[1], model=model, data="d",
+                delta=ours - paper, planted=np.nan, chance=chance, ci_low=ci[0], ci_high=ci[1], model=model, data="d",
                 needs="", note="", comparable=comparable, reason="", **kw)
 
 def _write(root: Path, analysis: str, ledger: list[dict], tables: dict | None = None, columns=None):
@@ -213,15 +243,17 @@ def _write(root: Path, analysis: str, ledger: list[dict], tables: dict | None = 
 
 
 def test_misses_found_in_an_old_ledger(tmp_path):
-    "A ledger without the new columns: the agreement is recomputed; a miss and an interval that covers are told apart."
+    """A ledger without the new columns: the agreement is recomputed; a miss is found, and — with no `sampling` column,
+    every number is read as deterministic (issue #40) — so is a row that only an interval covers."""
     _write(tmp_path, "old", [_row("miss: 1220 vs 1275", "reproduced", 1220.0, 1275.0),
                              _row("covered by the interval", "reproduced", 26.1, 27.9, ci=(20.8, 28.2)),
                              _row("printed precision", "reproduced", 0.2349, 0.23),
                              _row("interval excludes", "reproduced", 0.0795, 0.06, ci=(0.0787, 0.0803)),
                              _row("a miss not marked reproduced", "needs full profile", 1.0, 2.0)], columns=OLD_COLUMNS)
     bad = reproduced_misses(tmp_path)
-    assert len(bad) == 2, bad
+    assert len(bad) == 3, bad
     assert any("1220" in b and "1275" in b for b in bad) and any("0.0795" in b for b in bad)
+    assert any("'covered by the interval'" in b and "never agreement" in b for b in bad)
 
 
 def test_departs_and_digits_in_a_new_ledger(tmp_path):
@@ -244,6 +276,36 @@ def test_stated_tolerance_is_read_from_the_resources(tmp_path, monkeypatch):
     _write(tmp_path, "tol", [_row("within 2", "reproduced", 11.5, 10.0), _row("beyond 2", "reproduced", 12.5, 10.0)], columns=OLD_COLUMNS)
     bad = reproduced_misses(tmp_path)
     assert len(bad) == 1 and "beyond 2" in bad[0] and "stated tolerance ±2" in bad[0], bad
+
+
+def test_intervals_judged_by_what_they_measure(tmp_path):
+    """Issue #40: an interval never makes a deterministic quantity agree; a sampled one agrees through its interval only
+    when it is informative (>= 3 runs, and excluding chance or within 10 % of the paper's value); an uninformative one
+    is 'inconclusive', never 'reproduced' nor 'partly reproduced'; the paper's value is read as printed ("134.0")."""
+    _write(tmp_path, "iv", [
+        _row("ratio through a bootstrap interval", "reproduced", 2.234, 2.18, ci=(2.1, 2.4), evidence="released outputs",
+             tolerance="", departs="", sampling="", runs=np.nan, paper_printed="2.18"),
+        _row("two runs", "reproduced", -0.96, 8.7, ci=(-64.8, 62.9), evidence="own pipeline", tolerance="", departs="",
+             sampling="runs", runs=2, paper_printed="8.7"),
+        _row("two runs, other data", "partly reproduced", -0.96, 8.7, ci=(-64.8, 62.9), evidence="own pipeline", tolerance="",
+             departs="val only", sampling="runs", runs=2, paper_printed="8.7"),
+        _row("CIDEr printed 134.0", "reproduced", 133.8, 134.0, evidence="released outputs", tolerance="", departs="",
+             sampling="", runs=np.nan, paper_printed="134.0"),
+        _row("two runs, marked inconclusive", "inconclusive", -0.96, 8.7, ci=(-64.8, 62.9), evidence="own pipeline",
+             tolerance="", departs="", sampling="runs", runs=2, paper_printed="8.7"),
+        _row("five runs, informative", "reproduced", 8.5, 8.7, ci=(8.0, 9.1), evidence="own pipeline", tolerance="",
+             departs="", sampling="runs", runs=5, paper_printed="8.7"),
+        _row("bootstrap excluding chance", "reproduced", 0.66, 0.7, ci=(0.52, 0.8), chance=0.5, evidence="released outputs",
+             tolerance="", departs="", sampling="bootstrap", runs=np.nan, paper_printed="0.70"),
+        _row("wrongly inconclusive", "inconclusive", 8.71, 8.7, ci=(0.0, 20.0), evidence="own pipeline", tolerance="",
+             departs="", sampling="runs", runs=2, paper_printed="8.7")])
+    bad = reproduced_misses(tmp_path)
+    flagged = sorted(q for q in ("ratio through a bootstrap interval", "two runs", "two runs, other data", "CIDEr printed 134.0",
+                                 "two runs, marked inconclusive", "five runs, informative", "bootstrap excluding chance",
+                                 "wrongly inconclusive") if any(f"{q!r}" in b for b in bad))
+    assert flagged == sorted(["ratio through a bootstrap interval", "two runs", "two runs, other data", "CIDEr printed 134.0",
+                              "wrongly inconclusive"]), bad
+    assert any("never agreement" in b for b in bad) and any("from 2 runs; at least 3 are needed" in b for b in bad)
 
 
 def test_contradiction_found_and_near_misses_not(tmp_path):
@@ -321,3 +383,14 @@ def test_figures_roots_parameter(monkeypatch, tmp_path):
     assert figures_roots() == [tmp_path / "x", tmp_path / "y"]
     monkeypatch.delenv("VLBIAS_LEDGER_FIGURES")
     assert figures_roots() == [project_root() / "figures"]
+
+
+def test_paper_values_keep_the_print():
+    "Issue #40: the paper's values are kept as printed, so '48.0' is read as ±0.05 (the float 48.0 would give ±0.5)."
+    from vlbias_nb.report import paper_values, printed_decimals
+    lic = paper_values("LIC", "Tab. 1").set_index(["model", "metric"]).printed
+    assert (lic["OSCAR", "CIDEr"], lic["UpDn", "LIC_M"], lic["UpDn", "LIC"], lic["Transformer", "Ratio"]) == ("134.0", "48.0", "9.0", "2.18")
+    gab = paper_values("GAB", "Tab. 1", model="NegCLIP-ViT-B-32").set_index("data").printed
+    assert gab.to_dict() == {"phaze1": "0.70", "phaze2": "0.60", "phaze3": "0.75"}
+    assert [printed_decimals(x) for x in (lic["OSCAR", "CIDEr"], gab["phaze1"])] == [1, 2]
+    assert agreement(133.80, lic["OSCAR", "CIDEr"])[0] is False and agreement(2.234, lic["Transformer", "Ratio"], ci=(2.1, 2.4))[0] is False

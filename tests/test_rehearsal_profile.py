@@ -43,7 +43,7 @@ def test_every_input_of_the_rehearsal_is_here(tmp_path, monkeypatch):
     models = t[t.kind.isin(["model", "pipeline", "embedder", "featurizer"]) & (t.status == "present")]
     assert len(models) and models["where"].str.contains("random weights").all()       # no pretrained weights are looked for
     env = profile_environment("rehearsal", 0)
-    assert env["VLBIAS_WEIGHTS"] == "random" and (tmp_path / "data" / "n2-coco2017_12-fairface_8-seed0" / ".vlbias-rehearsal-data").is_file()
+    assert env["VLBIAS_WEIGHTS"] == "random" and (tmp_path / "data" / "n2-coco2017_12-fairface_8-gab_1-seed0" / ".vlbias-rehearsal-data").is_file()
     assert profile_environment("smoke", 0) == {} and profile_environment("full", 0) == {}
 
 def test_a_rehearsal_run_end_to_end_is_labelled_and_recorded(tmp_path):

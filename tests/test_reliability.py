@@ -405,6 +405,46 @@ def test_ctrl_c_says_in_one_line_what_was_kept(tmp_path):
     assert (out / "failed/coco_gender_labels/coco_gender_labels.ipynb").exists()
     assert not (out / "coco_gender_labels").exists()
 
+def test_ctrl_c_as_the_staging_folder_is_made_waits_until_it_is_known(tmp_path):
+    """Case 6, the window before papermill starts: a Ctrl-C while the run's staging folder and log are being made waits
+    until both exist (`stop_signals_deferred`), then ends the run like any Ctrl-C: exit 130, the folder under failed/,
+    nothing left in .staging/ for the next run to delete."""
+    out = tmp_path / "out"
+    script = textwrap.dedent(f"""
+        import os, signal, sys, time
+        import vlbias_nb.run.runner as R
+        real = R.RunLog
+        def interrupted_log(*a, **k):           # Ctrl-C arrives after the staging folder exists, before its log does
+            os.kill(os.getpid(), signal.SIGINT); time.sleep(0.2)
+            return real(*a, **k)
+        R.RunLog = interrupted_log
+        sys.exit(R.main(["run", "coco_gender_labels", "--out", {str(out)!r}, "-p", "n_planted_images", "50"]))
+        """)
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 130, r.stderr[-3000:]
+    assert "Traceback" not in r.stderr, r.stderr[-3000:]
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith("vlbias: interrupted:") and f"kept in {out / 'failed/coco_gender_labels'}" in last, r.stderr[-2000:]
+    assert (out / "failed/coco_gender_labels/run.log").exists()            # the log was made: the step completed
+    assert not list((out / ".staging").glob("coco_gender_labels.*")) and not (out / "coco_gender_labels").exists()
+
+@pytest.mark.parametrize("name,param,content,says", [
+    ("coco_gender_labels", "coco_captions", '{"images": [{"id": 1}], "annotations": [', "line 1"),            # truncated JSON
+    ("lic", "attributes_file", "image_id,colour\n1,red\n", "needs an image-id column"),                   # a CSV without its columns
+    ("social_counterfactuals", "detectability_labels_file", "a,b\n1,2\n", "detectability"),
+])
+def test_a_malformed_file_given_with_p_is_refused_before_the_kernel_starts(tmp_path, capsys, name, param, content, says):
+    "#44 point 10: a -p file is read by the notebook's own reader before the kernel starts: exit 2 naming the file, nothing written."
+    f = tmp_path / ("bad.json" if content.startswith("{") else "bad.csv"); f.write_text(content)
+    out = tmp_path / "out"
+    t0 = time.time()
+    assert main(["run", name, "-p", param, str(f), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{param} = '{f}'" in err and "not a readable" in err and (says in err or says in err.lower()), err
+    assert "malformed" in err.splitlines()[0] and not out.exists(), err
+    assert time.time() - t0 < 60                                          # refused at once, no kernel started
+    assert main(["check", name, "-p", param, str(f)]) == 2 and "MALFORMED" in capsys.readouterr().out
+
 # --- 7. ranges, choices and models before any work --------------------------------------------------------------------
 
 @pytest.mark.parametrize("name,param,value,allowed", [

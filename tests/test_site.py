@@ -7,7 +7,7 @@ from pathlib import Path
 from vlbias_nb.paths import project_root
 from vlbias_nb.report import paper_items, papers, published_ledgers, ledger_by_item, ledger_summary, summary_markdown
 from vlbias_nb.run.site import (process_docs, absolute_paths, site_navigation, notebook_front_matter, README_START,
-                            README_END, RUN_RECORD_TAG)
+                            README_END, RUN_RECORD_TAG, FIGURE_MARKDOWN)
 
 ROOT = project_root()
 ANALYSES = sorted((ROOT / "nbs" / "analyses").rglob("[0-9]*.ipynb"))
@@ -23,13 +23,16 @@ def _output_texts(o):
     for k, v in o.get("data", {}).items():
         if k.startswith("text/") or k == "application/json": yield v if isinstance(v, str) else "".join(v) if isinstance(v, list) else json.dumps(v)
 
-def _has_figure(o): return any(k.startswith("image/") for k in o.get("data", {})) or "<img" in "".join(_output_texts(o))
+def _has_figure(o):
+    "An image output, an `<img>`, or a figure as the site shows it (`figure_markdown`: the saved PNG in a lightbox link)."
+    return any(k.startswith("image/") for k in o.get("data", {})) or "<img" in "".join(_output_texts(o)) or \
+        bool(FIGURE_MARKDOWN.match("".join(o.get("data", {}).get("text/markdown", ""))))
 def _has_table(o): return "<table" in "".join(v if isinstance(v, str) else "".join(v) for k, v in o.get("data", {}).items() if k == "text/html")
 
 @pytest.fixture(scope="module")
-def proc(tmp_path_factory):
-    "The processed notebooks, as `nbdev_docs` would hand them to Quarto."
-    return process_docs(tmp_path_factory.mktemp("site"))
+def proc(processed_site):
+    "The processed notebooks, as `nbdev_docs` would hand them to Quarto (conftest's `processed_site`, shared with the browser test)."
+    return processed_site
 
 def test_doc_processing_succeeds_for_every_notebook(proc):
     done = {p.relative_to(proc).as_posix() for p in proc.rglob("*.ipynb")}
@@ -55,8 +58,7 @@ def test_home_page_is_the_results_ledger(proc):
     words = len(re.findall(r"[A-Za-z]{2,}", prose + " " + re.sub(r"<[^>]+>", " ", html)))
     assert words >= 300, words
     items = paper_items()
-    rows = html.count('<table class="dataframe vlbias-ledger"')
-    assert rows == len(papers()), "one ledger table per paper"
+    assert html.count('<div class="vlbias-ledger-group">') == len(papers()), "one ledger per paper"
     for it in items.itertuples():                                    # a row per paper item
         assert f"<tr><td><b>{it.item}</b>" in html.replace("&#x27;", "'").replace("&amp;", "&"), it.item
     assert any("image/png" in o.get("data", {}) for c in nb["cells"] for o in c.get("outputs", [])), "no figure"
@@ -113,9 +115,9 @@ def test_navigation_lists_results_then_analyses_by_paper_then_model_cards_then_l
     cards = sorted((ROOT / "nbs" / "cards").glob("*.md"))                        # pages of `vlbias card --publish`, if any
     assert side[0]["href"] == "index.ipynb" and [e["section"] for e in side[1:]] == \
         ["Analyses", *(["Model cards"] if cards else []), "Library reference"]
-    if cards:                                   # the navbar says what the published cards are
+    if cards:                                   # the navbar's model cards: a menu of the published pages, each saying what it is
         navbar = site_navigation()["website"]["navbar"]["left"]
-        assert navbar[2] == {"text": cards_section_title(ROOT / "nbs", card_pages(ROOT / "nbs")), "href": "cards/leaderboard.md"}
+        assert navbar[2] == {"text": "Model cards", "menu": card_entries(ROOT / "nbs", card_pages(ROOT / "nbs"))}
     assert sum(len(s["contents"]) for s in side[1]["contents"]) == len(ANALYSES)
     cfg = (ROOT / "settings.ini").read_text()
     assert re.search(r"^custom_sidebar\s*=\s*True", cfg, re.M)
@@ -155,7 +157,7 @@ def test_published_tables_beside_the_paper_say_whether_they_are_comparable():
 
 # ---- The site as a reader meets it (issue 32) ----
 import html as _html, posixpath, yaml
-from vlbias_nb.run.site import (page_file, cards_section_title, card_pages, plumbing_reason, raw_backticks, render_html, RESULTS_TAG, site_navigation,
+from vlbias_nb.run.site import (page_file, card_entries, card_pages, plumbing_reason, raw_backticks, render_html, RESULTS_TAG, site_navigation,
                                 analysis_name, headlines, LEDGER_LABEL)
 
 def _fm(nb):
@@ -271,42 +273,23 @@ def test_no_page_takes_an_embedded_image_for_its_preview(proc):
     test_fmt = yaml.safe_load((ROOT / "_quarto.yml").read_text())["format"]
     assert list(test_fmt) == ["html"], f"one output format, got {list(test_fmt)}"
 
-_MEASURE = """<script>window.addEventListener("load", () => {
-  const t = [...document.querySelectorAll("table.vlbias-ledger")].map(x => [Math.ceil(x.getBoundingClientRect().width), x.parentElement.clientWidth]);
-  const l = document.querySelector(".vlbias-label");
-  const m = document.createElement("pre"); m.id = "vlbias-measure";
-  m.textContent = JSON.stringify({ledger: t, first_label_y: l ? Math.round(l.getBoundingClientRect().top + window.scrollY) : -1});
-  document.body.appendChild(m); });</script>"""
-
-def measure_page(page, width: int, column: int | None = None) -> dict:
-    "The ledger tables' widths beside their containers' and the first label's distance from the top of `page` in headless Chromium."
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    text = page.read_text(encoding="utf-8")
-    if column: text = text.replace("</head>", f"<style>body {{ width: {column}px !important; margin: 0 !important; }}</style></head>", 1)
-    probe = page.with_name(page.stem + ".measure.html")
-    probe.write_text(text.replace("</body>", _MEASURE + "</body>", 1), encoding="utf-8")
-    r = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", f"--window-size={width},1000",
-                        "--virtual-time-budget=5000", "--dump-dom", probe.as_uri()], capture_output=True, text=True, timeout=120)
-    m = re.search(r'<pre id="vlbias-measure">(.*?)</pre>', r.stdout, re.S)
-    assert m, f"no measurement of {page.name}: {r.stderr[-500:]}"
-    return json.loads(_html.unescape(m.group(1)))
-
-@pytest.mark.skipif(not (shutil.which("chromium") or shutil.which("chromium-browser")), reason="needs headless Chromium")
-def test_ledgers_fit_the_column_and_results_come_first_in_chromium(proc, tmp_path):
-    """The nbconvert render (`render_html`) in headless Chromium: in a 750 px column no ledger table is wider than its
-    container; at 1400 px the first label of every analysis page is within its first 1,500 px."""
-    keep = tmp_path / "proc"
-    for src in [ROOT / "nbs" / "index.ipynb", *ANALYSES]:
-        rel = src.relative_to(ROOT / "nbs")
-        (keep / rel).parent.mkdir(parents=True, exist_ok=True); shutil.copy(proc / rel, keep / rel)
-    pages = render_html(keep, tmp_path / "html")
-    wide, late = [], []
-    for page in pages:
-        m = measure_page(page, 1400, column=750)
-        assert m["ledger"], f"{page.name}: no ledger table"
-        wide += [(page.name, w, c) for w, c in m["ledger"] if w > c + 1]
-        if page.name != "index.html":
-            y = measure_page(page, 1400)["first_label_y"]
-            if not 0 <= y <= 1500: late.append((page.name, y))
-    assert not wide, f"ledger tables wider than their column: {wide}"
-    assert not late, f"first result further down than 1,500 px: {late}"
+def test_every_ledger_opens_with_a_row_a_reader_can_use():
+    """On each analysis page (its Results ledger, one row per item, and its ledger of every row) and on the home page,
+    the first row of a ledger has a number of ours (not one of `LEDGER_AWAITING`) whenever any row has one, and the rows
+    are in the order of `ITEM_STATUSES`."""
+    from vlbias_nb.report import LEDGER_AWAITING, ITEM_STATUSES, status_rank, item_table_html
+    from vlbias_nb.run.site import analysis_ledger_html, analysis_hrefs
+    status = re.compile(r'<span class="vlbias-status"[^>]*>(.*?)</span>')
+    pages = {f"{n} ({how})": analysis_ledger_html(n, by_item=how == "items") for n in analysis_hrefs() for how in ("items", "rows")}
+    bi = ledger_by_item(published_ledgers())
+    pages.update({f"home {p}": item_table_html(bi, p) for p in papers().paper_name})
+    bad = []
+    for page, h in pages.items():
+        if not h: continue
+        for group in h.split('<div class="vlbias-ledger-group">')[1:]:
+            got = [_html.unescape(s) for s in status.findall(group)]
+            main = got[:len(status.findall(group.split('<details class="vlbias-fold vlbias-ledger-rest">')[0]))]
+            if got and got[0] in LEDGER_AWAITING and any(s not in LEDGER_AWAITING for s in got): bad.append((page, got[:3]))
+            ranks = [status_rank(s) for s in main]
+            if ranks != sorted(ranks): bad.append((page, "out of order", main[:6]))
+    assert not bad, bad

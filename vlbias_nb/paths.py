@@ -13,7 +13,7 @@ __all__ = ['DATA_ENV', 'INPUT_LOG_ENV', 'DATASET_ENVS', 'GENERATED_ENV', 'GAB_IM
            'DOWNLOADS_ENV', 'MODELS_ENV', 'CACHE_ENV', 'VERIFY_ENV', 'PATH_VARIABLES', 'EXIT_INPUT', 'EXIT_ENVIRONMENT',
            'ENVIRONMENT_ERRNOS', 'WEIGHTS_ENV', 'MODEL_LOG_ENV', 'WEIGHTS_MODES', 'REHEARSAL_MARKER',
            'REHEARSAL_DATA_ENV', 'REHEARSAL_SET_ENV', 'STAGE_LOG_ENV', 'MissingDataError', 'record_input',
-           'in_checkout', 'project_root', 'data_root', 'shared_path', 'has_shared', 'dataset_folder',
+           'in_checkout', 'project_root', 'results_dir', 'data_root', 'shared_path', 'has_shared', 'dataset_folder',
            'resolve_data_root', 'InputFormatError', 'read_text_input', 'read_json_input', 'read_jsonl_input',
            'read_csv_input', 'current_umask', 'process_tag', 'atomic_path', 'write_text_atomic', 'write_json_atomic',
            'stale_part_files', 'default_out_dir', 'save_table', 'save_figure', 'generation_folder', 'gab_images_folder',
@@ -54,6 +54,12 @@ def in_checkout() -> bool:
 def project_root() -> Path:
     "The checkout this package lives in (the folder holding `settings.ini`), else the current directory (an installed wheel)."
     return _checkout() or Path.cwd()
+
+# %% ../nbs/00_paths.ipynb #rd000001
+def results_dir(name: str) -> Path:
+    """`results/<name>/` of the checkout: computed results kept in the repository across runs and sittings (e.g. the
+    LIC protocol's finished units), outside `figures/<name>/`, which publishing replaces whole."""
+    return project_root() / "results" / name
 
 # %% ../nbs/00_paths.ipynb #f69432a6
 def data_root() -> Path:

@@ -10,20 +10,22 @@ import numpy as np
 import pandas as pd
 import vlbias_nb
 from .paths import save_table, save_figure, project_root, rehearsal_run
-from .resources import RESOURCES, read_resource_csv, resource_path
+from .resources import RESOURCES, read_resource_csv, read_resource_yaml, resource_path
 
 # %% auto #0
 __all__ = ['OUTPUT_KINDS', 'COMPARABILITY_REASONS', 'FOLD_MARKER', 'ITEM_COLUMNS', 'LEDGER_STATUSES', 'LEDGER_COLUMNS',
-           'EVIDENCE_KINDS', 'LEDGER_REASONS', 'PAPER_VALUE_COLUMNS', 'PAPER_VALUE_KEYS', 'COMPARISON_COLUMNS',
-           'STATUS_COLOURS', 'LEDGER_TABLE_STYLE', 'LEDGER_WIDTHS', 'ITEM_STATUSES', 'LEDGER_DEFAULTS', 'ITEM_PRIORITY',
-           'RECORDED_PACKAGES', 'random_weight_model', 'output_kind', 'output_label', 'table_html',
+           'EVIDENCE_KINDS', 'LEDGER_REASONS', 'STANDS_BESIDE_PAPER', 'SAMPLING_KINDS', 'PAPER_VALUE_COLUMNS',
+           'PAPER_VALUE_KEYS', 'COMPARISON_COLUMNS', 'STATUS_COLOURS', 'LEDGER_TABLE_STYLE', 'LEDGER_WIDTHS',
+           'ITEM_STATUSES', 'LEDGER_DEFAULTS', 'LEDGER_NUMBER_DEFAULTS', 'ITEM_PRIORITY', 'ALWAYS_COUNTED',
+           'LEDGER_AWAITING', 'RECORDED_PACKAGES', 'random_weight_model', 'output_kind', 'output_label', 'table_html',
            'with_comparability', 'folded', 'show_table', 'figure_png', 'figure_image', 'show_figure', 'papers',
-           'paper_items', 'with_ledger_comparability', 'printed_decimals', 'tolerances', 'stated_tolerance',
-           'agreement', 'Ledger', 'paper_values', 'compare_with_paper', 'ledger_row_text', 'md_html',
-           'ledger_short_text', 'ledger_html', 'published_ledgers', 'item_status', 'ledger_by_item', 'ledger_summary',
-           'summary_markdown', 'plot_item_status', 'reproduced_rows', 'plot_paper_vs_ours', 'item_table_html',
-           'show_ledger_overview', 'show_paper_ledger', 'library_versions', 'git_state', 'device_record',
-           'environment_record']
+           'paper_items', 'with_ledger_comparability', 'Printed', 'printed_text', 'paper_float', 'printed_decimals',
+           'tolerances', 'stated_tolerance', 'agreement_rule', 'informative_interval', 'agreement', 'paper_values',
+           'Ledger', 'compare_with_paper', 'ledger_row_text', 'md_html', 'ledger_short_text', 'ledger_html',
+           'published_ledgers', 'item_status', 'ledger_by_item', 'ledger_summary', 'summary_columns',
+           'summary_markdown', 'plot_item_status', 'reproduced_rows', 'plot_paper_vs_ours', 'display_status',
+           'status_rank', 'scroll_box', 'grouped_ledger_tables', 'item_table_html', 'show_ledger_overview',
+           'show_paper_ledger', 'library_versions', 'git_state', 'device_record', 'environment_record']
 
 # %% ../nbs/18_report.ipynb #d0696b0e
 OUTPUT_KINDS = {
@@ -202,10 +204,10 @@ def paper_items(paper_name: str | None = None) -> pd.DataFrame:
     return items
 
 # %% ../nbs/18_report.ipynb #0f450170
-LEDGER_STATUSES = ("reproduced", "partly reproduced", "differs", "validated", "needs full profile", "not reproducible",
-                   "not implemented")
-LEDGER_COLUMNS = ["paper_name", "item", "quantity", "status", "ours", "paper", "delta", "planted", "chance",
-                  "ci_low", "ci_high", "model", "data", "evidence", "tolerance", "departs", "needs", "note"]
+LEDGER_STATUSES = ("reproduced", "partly reproduced", "inconclusive", "differs", "validated", "needs full profile",
+                   "not reproducible", "not implemented")
+LEDGER_COLUMNS = ["paper_name", "item", "quantity", "status", "ours", "paper", "paper_printed", "delta", "planted", "chance",
+                  "ci_low", "ci_high", "sampling", "runs", "model", "data", "evidence", "tolerance", "departs", "needs", "note"]
 EVIDENCE_KINDS = {"own pipeline": "this project's pipeline end to end (its own model outputs or a model-free method on real data)",
                   "released outputs": "the authors' released model outputs run through this project's analysis "
                                       "(a reproduction of the analysis, not of the model's inference)",
@@ -217,14 +219,16 @@ LEDGER_REASONS = {"partly reproduced": "other data or a shortened protocol (`dep
                   "needs full profile": "no number of ours: the full profile's weights or data are needed (`needs`)",
                   "not reproducible": "no number of ours: the item cannot be reproduced (`note`)",
                   "not implemented": "no number of ours: not implemented (`note`)"}
+STANDS_BESIDE_PAPER = ("reproduced", "inconclusive", "differs")   # statuses whose number is set beside the paper's
 
 def with_ledger_comparability(t: pd.DataFrame) -> pd.DataFrame:
-    """Ledger rows with `comparable` and its `reason`, derived from the status: a reproduced or differing row (real
-    data, a real model — `Ledger.reproduced` refuses tiny models —, the paper's protocol: no `departs`) stands beside
-    the paper's number; every other row says why not."""
-    comparable = t.status.isin(["reproduced", "differs"]) & t.departs.fillna("").eq("")
+    """Ledger rows with `comparable` and its `reason`, derived from the status: a reproduced, inconclusive or differing
+    row (real data, a real model — `Ledger.reproduced` refuses tiny models —, the paper's protocol: no `departs`) stands
+    beside the paper's number; every other row says why not."""
+    departs = t.departs.fillna("").ne("")
+    comparable = t.status.isin(STANDS_BESIDE_PAPER) & ~departs
     reason = t.status.map(LEDGER_REASONS).fillna("")
-    reason = reason.where(~(t.status.eq("differs") & ~comparable), LEDGER_REASONS["partly reproduced"])
+    reason = reason.where(~(t.status.isin(STANDS_BESIDE_PAPER) & departs), LEDGER_REASONS["partly reproduced"])
     return t.assign(comparable=comparable, reason=reason)
 
 def _num(x, what: str):
@@ -234,8 +238,48 @@ def _num(x, what: str):
     return v
 
 # %% ../nbs/18_report.ipynb #ag000001
+_PRINTED = re.compile(r"[+-]?(?:\d+(\.\d*)?|(\.\d+))([eE][+-]?\d+)?")
+_THOUSANDS = re.compile(r"[+-]?\d{1,3}(,\d{3})+(\.\d*)?")
+
+def _printed_number_text(text) -> str:
+    "`text` as a plain decimal (a leading '−' read as '-', thousands commas dropped); a ValueError naming it when it is no number."
+    t = str(text).strip().replace("−", "-")
+    if _THOUSANDS.fullmatch(t): t = t.replace(",", "")
+    if not _PRINTED.fullmatch(t):
+        raise ValueError(f"the paper's value {text!r} is not a number as printed (digits, a decimal point, an optional exponent); "
+                         f"write it as the paper prints it, e.g. '48.0'")
+    return t
+
+class Printed(float):
+    """A number as the paper prints it: a float that keeps its printed text (`printed`), so that its printed precision
+    is read from the text — "48.0" → ±0.05 — and never from the float (48.0 reads back as 48, ±0.5)."""
+    def __new__(cls, text: str):
+        self = super().__new__(cls, float(_printed_number_text(text)))
+        self.printed = str(text).strip()
+        return self
+    def __repr__(self): return f"Printed({self.printed!r})"
+    def __reduce__(self): return (Printed, (self.printed,))
+
+def printed_text(paper) -> str:
+    "The paper's value as printed: `paper` itself when it is text, a `Printed` number's text, else '' (a computed number)."
+    if isinstance(paper, Printed): return paper.printed
+    if isinstance(paper, str): return paper.strip()
+    return ""
+
+def paper_float(paper) -> float:
+    "The paper's value as a float: from its printed text (`Printed`, a string) or the number itself; NaN for None."
+    if paper is None: return np.nan
+    if isinstance(paper, str): return float(_printed_number_text(paper))
+    return _num(paper, "paper")
+
 def printed_decimals(paper) -> int:
-    "Decimal places of the paper's number as printed (the shortest decimal that reads back as the same float): 39.1 → 1, 7936 → 0."
+    """Decimal places of the paper's number as printed: read from its printed text when it has one ("48.0" → 1,
+    "7,936" → 0, "1e-05" → 5); for a bare float, the shortest decimal that reads back as it (39.1 → 1, 48.0 → 0)."""
+    text = printed_text(paper)
+    if text:
+        m = _PRINTED.fullmatch(_printed_number_text(text))
+        frac = m.group(1) or m.group(2) or ""
+        return max(0, len(frac.lstrip(".")) - (int(m.group(3)[1:]) if m.group(3) else 0))
     s = repr(float(paper))
     if "e" in s or "E" in s: return max(0, -int(s.lower().split("e")[1]))
     whole, _, frac = s.partition(".")
@@ -258,25 +302,113 @@ def stated_tolerance(paper_name: str, item: str, quantity: str) -> tuple[float, 
     if not len(hit): hit = t[t.quantity == "*"]
     return (float(hit.tolerance.iloc[0]), str(hit.reason.iloc[0])) if len(hit) else None
 
-def agreement(ours, paper, ci=None, digits: int | None = None, tolerance: tuple[float, str] | None = None) -> tuple[bool, str]:
-    """Whether `ours` reproduces `paper`, and the rule that says so — the first that holds of: within the paper's printed
-    precision (half a unit of its last printed decimal; `digits` overrides the decimals read from `paper`), the paper's
-    value inside our 95 % interval `ci`, within a stated `tolerance` (value, reason). When none holds: False and the
-    rules tried."""
-    o, p = float(ours), float(paper)
-    d = printed_decimals(p) if digits is None else int(digits)
+# %% ../nbs/18_report.ipynb #ag00000r
+SAMPLING_KINDS = {None: "deterministic: a count, ratio, error or share over fixed data (released model outputs included); "
+                        "no sampling error, so an interval never makes it agree",
+                  "runs": "the mean over `runs` training runs or seeds; its 95 % interval from their spread",
+                  "bootstrap": "a 95 % bootstrap interval (resampled items, images or activities)"}
+
+def agreement_rule() -> dict:
+    """The two thresholds of the rule (`resources/paper_items/agreement_rule.yaml`): `min_runs`, the fewest runs whose
+    interval can be informative, and `max_relative_half_width`, the widest informative half-width as a share of |paper|."""
+    rule = read_resource_yaml("paper_items/agreement_rule.yaml")
+    need = {"min_runs", "max_relative_half_width"}
+    if not isinstance(rule, dict) or need - set(rule):
+        raise ValueError(f"paper_items/agreement_rule.yaml: needs the keys {sorted(need)}, has {sorted(rule or {})}")
+    return rule
+
+def _check_sampling(sampling, runs):
+    if sampling not in SAMPLING_KINDS:
+        raise ValueError(f"sampling must be None (a deterministic quantity), 'runs' or 'bootstrap', got {sampling!r}")
+    if sampling == "runs" and (runs is None or pd.isna(runs) or int(runs) < 1 or int(runs) != float(runs)):
+        raise ValueError(f"sampling='runs' needs runs=n, the number of training runs or seeds behind the mean, got runs={runs!r}")
+    if sampling != "runs" and runs is not None and not pd.isna(runs):
+        raise ValueError(f"runs={runs!r} is given only with sampling='runs' (the mean of that many runs), not with sampling={sampling!r}")
+
+def informative_interval(ci, paper, sampling, runs=None, chance=None) -> tuple[bool, str]:
+    """Whether a sampled quantity's 95 % interval `ci` is informative, and why: from at least `min_runs` runs when
+    `sampling` is "runs", and narrow enough to tell agreement from its alternative — it excludes the row's no-bias /
+    chance value `chance`, or its half-width is at most `max_relative_half_width` of |paper| (`agreement_rule`)."""
+    _check_sampling(sampling, runs)
+    if sampling is None: return False, "a deterministic quantity has no sampling interval"
+    rule, (lo, hi), p = agreement_rule(), (float(ci[0]), float(ci[1])), paper_float(paper)
+    if sampling == "runs" and int(runs) < rule["min_runs"]:
+        return False, f"from {int(runs)} run{'s' if int(runs) != 1 else ''}; at least {rule['min_runs']} are needed"
+    half, most = (hi - lo) / 2, rule["max_relative_half_width"] * abs(p)
+    if chance is not None and not pd.isna(chance) and not lo <= float(chance) <= hi:
+        return True, f"it excludes chance {float(chance):.4g}"
+    if p != 0 and half <= most * (1 + 1e-9):
+        return True, f"half-width {half:.3g} ≤ {100 * rule['max_relative_half_width']:g} % of the paper's value"
+    return False, (f"half-width {half:.3g} > {100 * rule['max_relative_half_width']:g} % of the paper's value ({most:.3g})"
+                   + (f" and it covers chance {float(chance):.4g}" if chance is not None and not pd.isna(chance) else ""))
+
+def agreement(ours, paper, ci=None, digits: int | None = None, tolerance: tuple[float, str] | None = None,
+              sampling: str | None = None, # None: deterministic; "runs" (with `runs`) or "bootstrap": sampled (`SAMPLING_KINDS`)
+              runs: int | None = None,     # the training runs / seeds behind a mean (sampling "runs")
+              chance=None,                 # the row's no-bias / chance value (makes an interval informative when excluded)
+             ) -> tuple[bool | None, str]:
+    """Whether `ours` reproduces `paper` — True (agrees), None (inconclusive), False (differs) — and the rule that says so.
+    It agrees within the paper's printed precision (half a unit of its last printed decimal, read from the printed text:
+    pass `paper` as printed, e.g. "48.0"; `digits` overrides), or within a stated `tolerance` (value, reason). Else a
+    *sampled* quantity whose 95 % interval `ci` covers the paper's value agrees when the interval is informative
+    (`informative_interval`) and is inconclusive when not; a *deterministic* one (`sampling=None`) differs whatever its
+    interval. Else it differs, and the text lists the rules tried."""
+    _check_sampling(sampling, runs)
+    o, p = float(ours), paper_float(paper)
+    d = printed_decimals(paper) if digits is None else int(digits)
     half = 0.5 * 10 ** -d
     if abs(o - p) <= half * (1 + 1e-9): return True, f"within the paper's printed precision (±{half:g})"
     tried = [f"printed precision ±{half:g}"]
-    if ci is not None and not any(pd.isna(c) for c in ci):
-        lo, hi = float(ci[0]), float(ci[1])
-        if lo <= p <= hi: return True, f"paper's value inside our 95 % interval [{lo:.4g}, {hi:.4g}]"
-        tried.append(f"95 % interval [{lo:.4g}, {hi:.4g}]")
     if tolerance is not None:
         tol, why = tolerance
         if abs(o - p) <= tol: return True, f"within the stated tolerance ±{tol:g} ({why})"
         tried.append(f"stated tolerance ±{tol:g}")
+    if ci is not None and not any(pd.isna(c) for c in ci):
+        lo, hi = float(ci[0]), float(ci[1])
+        if sampling is None:
+            tried.append(f"a deterministic quantity: its interval [{lo:.4g}, {hi:.4g}] is shown, never agreement")
+        elif lo <= p <= hi:
+            ok, why = informative_interval((lo, hi), p, sampling, runs, chance)
+            if ok: return True, f"paper's value inside our informative 95 % interval [{lo:.4g}, {hi:.4g}] ({why})"
+            return None, (f"inconclusive: the paper's value lies inside our 95 % interval [{lo:.4g}, {hi:.4g}], "
+                          f"which is not informative ({why}); outside printed precision ±{half:g}")
+        else: tried.append(f"95 % interval [{lo:.4g}, {hi:.4g}]")
     return False, "outside " + ", ".join(tried)
+
+# %% ../nbs/18_report.ipynb #pv000002
+PAPER_VALUE_COLUMNS = ["item", "model", "data", "metric", "group", "value", "source"]
+PAPER_VALUE_KEYS = ["item", "model", "data", "metric", "group"]
+
+def paper_values(paper_name: str, # one of `papers().paper_name`
+                 item: str | None = None, # only this item (e.g. "Tab. 3")
+                 **where, # column=value filters, e.g. `model="CLIP ViT-B/16"`
+                ) -> pd.DataFrame:
+    """The numbers `paper_name` prints (`resources/paper_values/<slug>.csv`), checked: every column present, every
+    `value` a number as printed, every `item` one of the paper's items, no key given twice. `value` is the number (a
+    float), `printed` its text as the paper prints it ("48.0", "0.70"), from which its printed precision is read."""
+    p = papers()
+    if paper_name not in set(p.paper_name): raise KeyError(f"Unknown paper {paper_name!r}; one of {p.paper_name.tolist()}")
+    slug = p.set_index("paper_name").slug[paper_name]
+    name = f"paper_values/{slug}.csv"
+    t = read_resource_csv(name, dtype=str, keep_default_na=False)           # the value as printed: "48.0" stays "48.0"
+    missing = set(PAPER_VALUE_COLUMNS) - set(t.columns)
+    if missing: raise ValueError(f"{resource_path(name)}: missing column(s) {sorted(missing)}; expected {PAPER_VALUE_COLUMNS}")
+    def number(text):
+        try: return float(_printed_number_text(text))
+        except ValueError: return np.nan
+    v = t.value.map(number)
+    if v.isna().any(): raise ValueError(f"{resource_path(name)}: value is not a number in row(s) {(v[v.isna()].index + 2).tolist()}")
+    unknown = sorted(set(t.item) - set(paper_items(paper_name).item))
+    if unknown: raise ValueError(f"{resource_path(name)}: item(s) {unknown} are not items of {paper_name} (resources/paper_items/{slug}.csv)")
+    dup = t[t.duplicated(PAPER_VALUE_KEYS, keep=False)]
+    if len(dup): raise ValueError(f"{resource_path(name)}: the same key twice: {dup[PAPER_VALUE_KEYS].drop_duplicates().values.tolist()}")
+    t = t[PAPER_VALUE_COLUMNS].assign(value=v.astype(float), printed=t.value.str.strip())
+    if item is not None: where = {"item": item, **where}
+    for k, want in where.items():
+        if k not in PAPER_VALUE_COLUMNS: raise KeyError(f"paper_values has no column {k!r}; columns: {PAPER_VALUE_COLUMNS}")
+        t = t[t[k] == want]
+    if where and not len(t): raise KeyError(f"{paper_name} has no value with {where} in {name}")
+    return t.reset_index(drop=True)
 
 # %% ../nbs/18_report.ipynb #ag000003
 class Ledger:
@@ -284,6 +416,7 @@ class Ledger:
     def __init__(self, paper_name: str, analysis: str):
         self.items = paper_items(paper_name)
         self.paper_name, self.analysis, self.rows = paper_name, analysis, []
+        self._printed = None                     # the paper's values as printed (`paper_values`), read when first needed
 
     def _add(self, item: str, quantity: str, status: str, **kw):
         if item not in set(self.items.item):
@@ -294,8 +427,9 @@ class Ledger:
             lo, hi = (_num(c, "ci") for c in ci)
             if not lo <= hi: raise ValueError(f"ci must be (low, high) with low <= high, got {ci}")
             kw.update(ci_low=lo, ci_high=hi)
-        row = {c: np.nan for c in LEDGER_COLUMNS} | {k: "" for k in ("model", "data", "evidence", "tolerance", "departs", "needs", "note")}
-        if status in ("reproduced", "partly reproduced", "differs") and rehearsal_run():   # a rehearsal reproduces nothing
+        row = {c: np.nan for c in LEDGER_COLUMNS} | {k: "" for k in ("paper_printed", "sampling", "model", "data", "evidence",
+                                                                    "tolerance", "departs", "needs", "note")}
+        if status in ("reproduced", "partly reproduced", "inconclusive", "differs") and rehearsal_run():   # a rehearsal reproduces nothing
             status, ours = "needs full profile", kw.pop("ours", np.nan)
             for k in ("delta", "ci_low", "ci_high", "tolerance"): kw.pop(k, None)
             kw["needs"] = "the full profile (this run was a rehearsal: real architectures with random weights, generated data)"
@@ -304,15 +438,31 @@ class Ledger:
         self.rows.append(row)
         return self
 
+    def printed(self, item: str, paper) -> str:
+        """The paper's value as printed: `paper`'s own text (a string, a `Printed` number), else the text of the paper's
+        value of `item` in `resources/paper_values` that equals `paper` (the most decimals when several do), else ''."""
+        text = printed_text(paper)
+        if text or paper is None or pd.isna(paper): return text
+        if self._printed is None:
+            slug = papers().set_index("paper_name").slug[self.paper_name]
+            have = (RESOURCES / "paper_values" / f"{slug}.csv").exists()
+            self._printed = paper_values(self.paper_name) if have else pd.DataFrame(columns=["item", "value", "printed"])
+        hit = self._printed[(self._printed["item"] == item) & (self._printed.value == float(paper))].printed.unique()
+        return max(hit, key=printed_decimals) if len(hit) else ""
+
     def reproduced(self, item: str, quantity: str, ours, paper, data: str, model: str = "none (model-free)",
                    chance=None, ci=None, note: str = "",
                    evidence: str = "own pipeline", # what the number rests on: a key of `EVIDENCE_KINDS` (not planted data)
                    departs: str = "",  # what differs from the paper's data or protocol ('' = the paper's own): at most "partly reproduced"
-                   digits: int | None = None): # decimals the paper printed, when its value in `paper_values` carries more
-        """Our value beside the paper's on real `data` with `model`. The status is measured, not asserted (`agreement`):
-        "reproduced" within the paper's printed precision, our 95 % interval or the tolerance stated in
-        `paper_items/tolerances.csv`; "differs" otherwise (the gap and `note` say why); with `departs` at most
-        "partly reproduced" (and "differs" when it misses)."""
+                   digits: int | None = None, # decimals the paper printed, when its value in `paper_values` carries more
+                   sampling: str | None = None, # None: deterministic (fixed data, released outputs); "runs" or "bootstrap": sampled
+                   runs: int | None = None):    # the training runs / seeds behind the mean (sampling "runs")
+        """Our value beside the paper's (`paper` as printed — a string such as "48.0", a `Printed` number, or its float,
+        whose printed text is then found in `paper_values`) on real `data` with `model`. The status is measured, not
+        asserted (`agreement`): "reproduced" within the paper's printed precision or the tolerance stated in
+        `paper_items/tolerances.csv`, or — a sampled quantity only — by an informative 95 % interval; "inconclusive"
+        when a sampled quantity's interval covers the paper's value but is not informative; "differs" otherwise (the
+        gap and `note` say why). With `departs`, "partly reproduced" at most (and "inconclusive" or "differs")."""
         if random_weight_model(model):
             raise ValueError(f"{model!r} has random weights: its {quantity!r} is a pipeline check, never a reproduction "
                              f"of the paper; record it with needs_full (what a real model needs).")
@@ -320,11 +470,13 @@ class Ledger:
         if evidence not in EVIDENCE_KINDS or evidence == "planted data":
             raise ValueError(f"evidence must be one of {[k for k in EVIDENCE_KINDS if k != 'planted data']}, got {evidence!r} "
                              f"(planted data is recorded with validated)")
-        o, p = _num(ours, "ours"), _num(paper, "paper")
-        ok, how = agreement(o, p, ci, digits, stated_tolerance(self.paper_name, item, quantity))
-        status = ("partly reproduced" if departs else "reproduced") if ok else "differs"
-        return self._add(item, quantity, status, ours=o, paper=p, delta=o - p, model=model, data=data,
-                         chance=_num(chance, "chance"), ci=ci, note=note, evidence=evidence, tolerance=how, departs=departs)
+        _check_sampling(sampling, runs)
+        o, p, text = _num(ours, "ours"), paper_float(paper), self.printed(item, paper)
+        ok, how = agreement(o, text or p, ci, digits, stated_tolerance(self.paper_name, item, quantity), sampling, runs, chance)
+        status = {True: "partly reproduced" if departs else "reproduced", None: "inconclusive", False: "differs"}[ok]
+        return self._add(item, quantity, status, ours=o, paper=p, paper_printed=text, delta=o - p, model=model, data=data,
+                         chance=_num(chance, "chance"), ci=ci, sampling=sampling or "", runs=_num(runs, "runs"), note=note,
+                         evidence=evidence, tolerance=how, departs=departs)
 
     def validated(self, item: str, quantity: str, planted, recovered, data: str, model: str = "", chance=None,
                   ci=None, note: str = ""):
@@ -371,37 +523,6 @@ class Ledger:
         t = self.save(out_dir) if out_dir is not None else self.table()
         _display_html(ledger_html(t))
 
-# %% ../nbs/18_report.ipynb #pv000002
-PAPER_VALUE_COLUMNS = ["item", "model", "data", "metric", "group", "value", "source"]
-PAPER_VALUE_KEYS = ["item", "model", "data", "metric", "group"]
-
-def paper_values(paper_name: str, # one of `papers().paper_name`
-                 item: str | None = None, # only this item (e.g. "Tab. 3")
-                 **where, # column=value filters, e.g. `model="CLIP ViT-B/16"`
-                ) -> pd.DataFrame:
-    """The numbers `paper_name` prints (`resources/paper_values/<slug>.csv`), checked: every column present, every
-    `value` a number, every `item` one of the paper's items, no key given twice."""
-    p = papers()
-    if paper_name not in set(p.paper_name): raise KeyError(f"Unknown paper {paper_name!r}; one of {p.paper_name.tolist()}")
-    slug = p.set_index("paper_name").slug[paper_name]
-    name = f"paper_values/{slug}.csv"
-    t = read_resource_csv(name, dtype={c: str for c in PAPER_VALUE_COLUMNS if c != "value"}, keep_default_na=False)
-    missing = set(PAPER_VALUE_COLUMNS) - set(t.columns)
-    if missing: raise ValueError(f"{resource_path(name)}: missing column(s) {sorted(missing)}; expected {PAPER_VALUE_COLUMNS}")
-    v = pd.to_numeric(t.value, errors="coerce")
-    if v.isna().any(): raise ValueError(f"{resource_path(name)}: value is not a number in row(s) {(v[v.isna()].index + 2).tolist()}")
-    unknown = sorted(set(t.item) - set(paper_items(paper_name).item))
-    if unknown: raise ValueError(f"{resource_path(name)}: item(s) {unknown} are not items of {paper_name} (resources/paper_items/{slug}.csv)")
-    dup = t[t.duplicated(PAPER_VALUE_KEYS, keep=False)]
-    if len(dup): raise ValueError(f"{resource_path(name)}: the same key twice: {dup[PAPER_VALUE_KEYS].drop_duplicates().values.tolist()}")
-    t = t[PAPER_VALUE_COLUMNS].assign(value=v.astype(float))
-    if item is not None: where = {"item": item, **where}
-    for k, want in where.items():
-        if k not in PAPER_VALUE_COLUMNS: raise KeyError(f"paper_values has no column {k!r}; columns: {PAPER_VALUE_COLUMNS}")
-        t = t[t[k] == want]
-    if where and not len(t): raise KeyError(f"{paper_name} has no value with {where} in {name}")
-    return t.reset_index(drop=True)
-
 # %% ../nbs/18_report.ipynb #pv000004
 COMPARISON_COLUMNS = ["ours", "paper", "delta", "comparable", "reason"]
 
@@ -439,14 +560,21 @@ def _g(v, digits=3) -> str:
     if v.is_integer() and abs(v) >= 10: return f"{v:,.0f}"
     return f"{v:.{digits}g}"
 
+def _paper_text(r) -> str:
+    "The paper's value of ledger row `r`: as printed when the print carries decimals its float lacks (\"48.0\"), else as `_g` writes it."
+    printed = _text(r.get("paper_printed"))
+    if printed and printed_decimals(printed) > printed_decimals(r["paper"]): return printed
+    return _g(r["paper"])
+
 def ledger_row_text(r) -> str:
     "One ledger row as short plain text (the numbers its status has; Δ only where the row is comparable)."
     extra = ""
     if pd.notna(r.get("ci_low")) and pd.notna(r.get("ci_high")): extra += f" [95 % CI {_g(r['ci_low'])}, {_g(r['ci_high'])}]"
+    if pd.notna(r.get("runs")): extra += f" ({_g(r['runs'])} runs)"
     if pd.notna(r.get("chance")): extra += f" (chance {_g(r['chance'])})"
     s = r["status"]
-    if s in ("reproduced", "partly reproduced", "differs"):
-        head = f"{r['quantity']}: ours {_g(r['ours'])}{extra} vs paper {_g(r['paper'])}"
+    if s in (*STANDS_BESIDE_PAPER, "partly reproduced"):
+        head = f"{r['quantity']}: ours {_g(r['ours'])}{extra} vs paper {_paper_text(r)}"
         departs = _text(r.get("departs"))
         if departs: return head + f" (not comparable: {departs})"
         sign = "+" if r["delta"] >= 0 else "−"
@@ -458,6 +586,7 @@ def ledger_row_text(r) -> str:
 
 # %% ../nbs/18_report.ipynb #09759cd1
 STATUS_COLOURS = {"reproduced": "#1a7f37", "reproduced from released outputs": "#2da44e", "partly reproduced": "#4d9f5f",
+                  "inconclusive": "#8250df",
                   "differs": "#bc4c00", "validated": "#0969da", "needs full profile": "#9a6700",
                   "not reproducible": "#6e7781", "not implemented": "#cf222e"}
 
@@ -470,7 +599,7 @@ def md_html(text) -> str:
     s = re.sub(r"`([^`\n]+)`", r"<code>\1</code>", s)
     return re.sub(r"\*\*([^*\n]+)\*\*", r"<b>\1</b>", s)
 
-LEDGER_TABLE_STYLE = "table-layout:fixed;width:100%;text-align:left;overflow-wrap:anywhere"   # fits any column: no overflow
+LEDGER_TABLE_STYLE = "table-layout:fixed;width:100%;text-align:left;overflow-wrap:break-word"   # fits any column: no overflow
 LEDGER_WIDTHS = (18, 16, 48, 18)          # % of the column: item, status, ours vs paper, evidence
 
 def _ledger_table(head: list[str], rows: list[str]) -> str:
@@ -481,7 +610,7 @@ def _ledger_table(head: list[str], rows: list[str]) -> str:
 def ledger_short_text(r) -> str:
     "One ledger row in a few words: `ledger_row_text` for a number (ours vs paper, planted → recovered), else the quantity and what it awaits."
     s = r["status"]
-    if s in ("reproduced", "partly reproduced", "differs", "validated"): return ledger_row_text(r)
+    if s in (*STANDS_BESIDE_PAPER, "partly reproduced", "validated"): return ledger_row_text(r)
     q = _text(r.get("quantity"))
     if s == "needs full profile": return (f"{q}: " if q else "") + "needs the full profile"
     return q or s
@@ -495,22 +624,27 @@ def _evidence(r) -> str:
     e = _text(r.get("evidence"))
     return e or ("planted data" if r.get("status") == "validated" else "—")
 
-def ledger_html(t: pd.DataFrame) -> str:
+def ledger_html(t: pd.DataFrame, grouped: bool = False) -> str:
     """HTML table of ledger rows, one compact row each: item, status, ours vs paper with Δ (`ledger_row_text`), evidence;
-    what it rests on (model, data), what it needs, the rule that judged agreement and the note behind a disclosure."""
-    rows = []
+    what it rests on (model, data), what it needs, the rule that judged agreement and the note behind a disclosure.
+    `grouped`: the rows grouped by status, those without a number of ours folded at the foot (`grouped_ledger_tables`)."""
+    rows, statuses = [], []
     for _, r in t.iterrows():
         more = _details("model, data, note", [("model", r.get("model")), ("data", r.get("data")), ("needs", r.get("needs")),
                                              ("differs from the paper's protocol", r.get("departs")),
                                              ("agreement", r.get("tolerance")), ("note", r.get("note"))])
         rows.append(f"<tr><td>{html.escape(str(r['item']))}</td><td>{_status_badge(r['status'])}</td>"
                     f"<td>{md_html(ledger_short_text(r))}{more}</td><td>{html.escape(_evidence(r))}</td></tr>")
-    return _ledger_table(["item", "status", "ours vs paper", "evidence"], rows)
+        statuses.append((r["status"], r.get("evidence")))
+    head = ["item", "status", "ours vs paper", "evidence"]
+    if not grouped: return _ledger_table(head, rows)
+    return grouped_ledger_tables(head, [(display_status(*s), tr) for s, tr in zip(statuses, rows)], "ledger rows")
 
 # %% ../nbs/18_report.ipynb #ee1a87f3
-ITEM_STATUSES = ("reproduced", "reproduced from released outputs", "partly reproduced", "differs", "validated",
-                 "needs full profile", "not reproducible", "not implemented")
-LEDGER_DEFAULTS = {"evidence": "", "tolerance": "", "departs": ""}   # columns a ledger published before they existed lacks
+ITEM_STATUSES = ("reproduced", "reproduced from released outputs", "partly reproduced", "inconclusive", "differs",
+                 "validated", "needs full profile", "not reproducible", "not implemented")
+LEDGER_DEFAULTS = {"paper_printed": "", "evidence": "", "tolerance": "", "sampling": "", "departs": ""}   # text columns an older ledger lacks
+LEDGER_NUMBER_DEFAULTS = {"runs": np.nan}                                                                  # ... and number columns
 
 def published_ledgers(figures=None) -> pd.DataFrame:
     """The ledger rows of every published analysis under `figures` (default: the checkout's `figures/`), with the run
@@ -518,10 +652,11 @@ def published_ledgers(figures=None) -> pd.DataFrame:
     figures = Path(figures) if figures is not None else project_root() / "figures"
     frames = []
     for f in sorted(figures.glob("*/ledger.csv")):
-        t = pd.read_csv(f, keep_default_na=False, na_values=[""])
+        t = pd.read_csv(f, keep_default_na=False, na_values=[""], dtype={"paper_printed": str})   # "48.0" stays as printed
         for c in LEDGER_COLUMNS:
-            if c not in t.columns and c not in LEDGER_DEFAULTS: raise ValueError(f"{f}: missing ledger column {c!r}")
-        t = t.assign(**{c: v for c, v in LEDGER_DEFAULTS.items() if c not in t.columns})
+            if c not in t.columns and c not in LEDGER_DEFAULTS and c not in LEDGER_NUMBER_DEFAULTS:
+                raise ValueError(f"{f}: missing ledger column {c!r}")
+        t = t.assign(**{c: v for c, v in (LEDGER_DEFAULTS | LEDGER_NUMBER_DEFAULTS).items() if c not in t.columns})
         for c in LEDGER_DEFAULTS: t[c] = t[c].astype(object).fillna("")   # an all-empty column reads as float
         rec = {}
         if (f.parent / "run.json").exists(): rec = json.loads((f.parent / "run.json").read_text())
@@ -537,7 +672,8 @@ def item_status(statuses, evidence=None) -> str:
     """The status of one paper item from the statuses of its ledger rows (and their `evidence`, aligned): reproduced
     when every row is reproduced or validated — "reproduced from released outputs" when every reproduced row rests on
     the authors' released model outputs —, partly reproduced when some are, differs when a number of ours misses the
-    paper's and none reproduces it, else the first of `ITEM_PRIORITY` present."""
+    paper's and none reproduces it, inconclusive when the only numbers of ours are inconclusive (an interval too wide
+    to tell), else the first of `ITEM_PRIORITY` present."""
     pairs = [(x, e if isinstance(e, str) else "") for x, e in zip(statuses, evidence if evidence is not None else [""] * len(statuses))
              if isinstance(x, str)]
     s = [x for x, _ in pairs]
@@ -548,6 +684,7 @@ def item_status(statuses, evidence=None) -> str:
         return "reproduced from released outputs" if ev == {"released outputs"} else "reproduced"
     if "partly reproduced" in s: return "partly reproduced"
     if "differs" in s: return "differs"
+    if "inconclusive" in s: return "inconclusive"
     return min(s, key=ITEM_PRIORITY.index)
 
 def ledger_by_item(rows: pd.DataFrame | None = None, items: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -580,9 +717,15 @@ def ledger_summary(by_item: pd.DataFrame) -> pd.DataFrame:
     return t
 
 # %% ../nbs/18_report.ipynb #f09a2696
+ALWAYS_COUNTED = ("inconclusive",)   # a status the summary counts even at zero: a reader sees that none is
+
+def summary_columns(summary: pd.DataFrame) -> list[str]:
+    "The statuses a summary shows (those with a count, and `ALWAYS_COUNTED`), in `ITEM_STATUSES` order, then `items`."
+    return [c for c in ITEM_STATUSES if summary[c].sum() > 0 or c in ALWAYS_COUNTED] + ["items"]
+
 def summary_markdown(summary: pd.DataFrame) -> str:
-    "The summary counts as a Markdown table (the README shows the same)."
-    cols = [c for c in ITEM_STATUSES if summary[c].sum() > 0] + ["items"]
+    "The summary counts as a Markdown table (the README shows the same); every status with a count, and always inconclusive."
+    cols = summary_columns(summary)
     lines = ["| paper | " + " | ".join(cols) + " |", "|---|" + "---:|" * len(cols)]
     for p, r in summary.iterrows():
         name = f"**{p}**" if p == "all papers" else p
@@ -591,19 +734,20 @@ def summary_markdown(summary: pd.DataFrame) -> str:
 
 # %% ../nbs/18_report.ipynb #42605c96
 def plot_item_status(by_item: pd.DataFrame):
-    "Horizontal stacked bars: the number of items of each paper in each status."
+    """Horizontal stacked bars: the number of items of each paper in each status (5 in wide, its text 10.5–11 pt, so
+    that it stays about 9 px or more on a 390 px phone screen)."""
     import matplotlib.pyplot as plt
     s = ledger_summary(by_item).drop(index="all papers").drop(columns="items")
-    fig, ax = plt.subplots(figsize=(7, 0.45 * len(s) + 1.2))
+    fig, ax = plt.subplots(figsize=(5, 0.45 * len(s) + 1.8))
     left = np.zeros(len(s))
     for st in ITEM_STATUSES:
         v = s[st].to_numpy()
         if v.sum() == 0: continue
         ax.barh(range(len(s)), v, left=left, color=STATUS_COLOURS[st], label=st, edgecolor="white")
         left += v
-    ax.set_yticks(range(len(s)), s.index); ax.invert_yaxis()
-    ax.set_xlabel("paper items (numbered tables, figures and headline numbers)")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.35 if len(s) > 3 else -0.6), ncol=3, frameon=False, fontsize=8)
+    ax.set_yticks(range(len(s)), s.index); ax.invert_yaxis(); ax.tick_params(labelsize=11)
+    ax.set_xlabel("paper items (numbered tables, figures\nand headline numbers)", fontsize=11)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.26 if len(s) > 3 else -0.6), ncol=2, frameon=False, fontsize=10.5)
     ax.spines[["top", "right"]].set_visible(False)
     return fig
 
@@ -619,11 +763,12 @@ def reproduced_rows(rows: pd.DataFrame) -> pd.DataFrame:
 # %% ../nbs/18_report.ipynb #70e42c7c
 def plot_paper_vs_ours(rows: pd.DataFrame, clip: float = 1.0):
     """Each number reproduced on real data as its relative difference from the paper's, (ours − paper) / |paper|, per
-    paper; the band marks ±10 %, and differences beyond ±`clip` are drawn at the edge as triangles."""
+    paper; the band marks ±10 %, and differences beyond ±`clip` are drawn at the edge as triangles (5 in wide, its text
+    10.5–11 pt: about 9 px or more on a 390 px phone screen)."""
     import matplotlib.pyplot as plt
     r = reproduced_rows(rows)
     names = [p for p in papers().paper_name if p in set(r.paper_name)]
-    fig, ax = plt.subplots(figsize=(7, 0.5 * max(len(names), 1) + 1.4))
+    fig, ax = plt.subplots(figsize=(5, 0.5 * max(len(names), 1) + 1.6))
     ax.axvspan(-0.1, 0.1, color="0.92", zorder=0); ax.axvline(0, color="0.5", lw=0.8, zorder=1)
     rng = np.random.default_rng(0)
     for i, p in enumerate(names):
@@ -633,18 +778,56 @@ def plot_paper_vs_ours(rows: pd.DataFrame, clip: float = 1.0):
         c = ax.scatter(100 * v[inside], y[inside], s=18, alpha=0.8, zorder=2)
         ax.scatter(100 * np.sign(v[~inside]) * clip, y[~inside], s=30, marker=">", alpha=0.8, zorder=2, color=c.get_facecolor())
     ax.set_xlim(-105 * clip, 105 * clip)
-    ax.set_yticks(range(len(names)), names); ax.invert_yaxis()
-    ax.set_xlabel(f"(ours − paper) / |paper|, % (grey band: within ±10 %; triangles: beyond ±{100 * clip:.0f} %)")
-    ax.set_title(f"{len(r)} numbers reproduced on real data", fontsize=10)
+    ax.set_yticks(range(len(names)), names); ax.invert_yaxis(); ax.tick_params(labelsize=11)
+    ax.set_xlabel(f"(ours − paper) / |paper|, %\n(grey band: within ±10 %; triangles: beyond ±{100 * clip:.0f} %)", fontsize=10.5)
+    ax.set_title(f"{len(r)} numbers reproduced on real data", fontsize=11)
     ax.spines[["top", "right"]].set_visible(False)
     return fig
+
+# %% ../nbs/18_report.ipynb #ld000001
+LEDGER_AWAITING = ("needs full profile", "not reproducible", "not implemented")   # no number of ours: folded at the foot
+
+def display_status(status: str, evidence=None) -> str:
+    """The status a ledger row is grouped under: a reproduced row resting on the authors' released outputs under
+    "reproduced from released outputs" (as its item would be, `item_status`), any other under its own."""
+    return "reproduced from released outputs" if status == "reproduced" and _text(evidence) == "released outputs" else status
+
+def status_rank(status: str) -> int:
+    "Where rows of `status` come in a ledger: its place in `ITEM_STATUSES` (the display order); a status it lacks after them."
+    return ITEM_STATUSES.index(status) if status in ITEM_STATUSES else len(ITEM_STATUSES)
+
+def scroll_box(table_html: str) -> str:
+    "`table_html` inside its own horizontal scroll box (styles.css `.vlbias-scroll`): never wider than the column."
+    return f'<div class="vlbias-scroll">{table_html}</div>'
+
+def grouped_ledger_tables(head: list[str], # the column headers
+                          rows: list[tuple[str, str]], # (status, the row's `<tr>` HTML), in item order
+                          noun: str = "items", # what a row is, for the disclosure's summary
+                         ) -> str:
+    """The ledger `rows` grouped by status (`status_rank`; item order kept within a status): the rows with a number of
+    ours in one table, those of `LEDGER_AWAITING` in a second behind a disclosure counting them per status (shown open
+    when no row has a number of ours); each in a scroll box, the whole in one `div.vlbias-ledger-group`."""
+    rows = sorted(rows, key=lambda sr: status_rank(sr[0]))
+    main = [tr for s, tr in rows if s not in LEDGER_AWAITING]
+    rest = [(s, tr) for s, tr in rows if s in LEDGER_AWAITING]
+    if not main: body = scroll_box(_ledger_table(head, [tr for _, tr in rest]))
+    else:
+        body = scroll_box(_ledger_table(head, main))
+        if rest:
+            counts = [(s, sum(x == s for x, _ in rest)) for s in LEDGER_AWAITING]
+            what = " · ".join(f"{s}: {n}" for s, n in counts if n)
+            body += (f'<details class="vlbias-fold vlbias-ledger-rest"><summary>{FOLD_MARKER}{len(rest)} more {noun} '
+                     f"without a number of ours ({what})</summary>" + scroll_box(_ledger_table(head, [tr for _, tr in rest]))
+                     + "</details>")
+    return f'<div class="vlbias-ledger-group">{body}</div>'
 
 # %% ../nbs/18_report.ipynb #ca4e3713
 def item_table_html(by_item: pd.DataFrame, paper_name: str, hrefs: dict | None = None, max_lines: int = 3,
                     show_analysis: bool = True) -> str:
     """The ledger of one paper as an HTML table, one compact row per item: the item (its title, a link to its analysis
     page from `hrefs`: analysis name → href), status, ours vs paper with Δ (at most `max_lines` lines), evidence; the
-    models, data, runs and notes behind a disclosure; `show_analysis=False` leaves the analysis out (on its own page)."""
+    models, data, runs and notes behind a disclosure; `show_analysis=False` leaves the analysis out (on its own page).
+    Grouped by status, the items without a number of ours folded at the foot (`grouped_ledger_tables`)."""
     out = []
     for r in by_item[by_item.paper_name == paper_name].itertuples():
         lines = [ledger_short_text(x) for x in r.rows]
@@ -663,14 +846,14 @@ def item_table_html(by_item: pd.DataFrame, paper_name: str, hrefs: dict | None =
         if r.status != "validated" and any(x.get("status") == "validated" for x in r.rows):
             badge += "<br><small>method validated on planted data</small>"
         ev = r.evidence or ("planted data" if r.status == "validated" else "—")
-        out.append(f"<tr><td>{item}</td><td>{badge}</td><td>{found}{more}</td><td>{html.escape(ev)}</td></tr>")
-    return _ledger_table(["item", "status", "ours vs paper", "evidence"], out)
+        out.append((r.status, f"<tr><td>{item}</td><td>{badge}</td><td>{found}{more}</td><td>{html.escape(ev)}</td></tr>"))
+    return grouped_ledger_tables(["item", "status", "ours vs paper", "evidence"], out, "items")
 
 # %% ../nbs/18_report.ipynb #220ddaf5
 def show_ledger_overview(rows: pd.DataFrame, by_item: pd.DataFrame):
     "Display the summary counts, the status of each paper's items and the reproduced numbers beside the paper's."
     s = ledger_summary(by_item)
-    cols = [c for c in ITEM_STATUSES if s[c].sum() > 0] + ["items"]
+    cols = summary_columns(s)
     counts = s[cols].astype(int).rename_axis(index="paper", columns=None).reset_index()     # one header row
     _display_html('<p class="vlbias-label"><b>Paper items by status</b> · from the published ledgers of the analysis '
                   'notebooks</p>' + counts.to_html(index=False, border=0, classes="dataframe vlbias-table"))

@@ -15,7 +15,7 @@ __all__ = ['derive_seed', 'numpy_rng', 'torch_generator', 'seeded_init']
 def derive_seed(seed: int, # the run's seed (the analysis's `seed` parameter)
                 *names,    # what the stream is for, e.g. "test faces" or ("bootstrap", 3); str or int
                ) -> int:
-    "A seed in [0, 2**31) for the stream `names` of the run seeded `seed`: the same on every machine and process."
+    "A seed in `[0, 2**31)` for the stream `names` of the run seeded `seed`: the same on every machine and process."
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         raise TypeError(f"seed must be an integer, got {seed!r}")
     for n in names:

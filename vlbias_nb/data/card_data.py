@@ -37,11 +37,24 @@ def data_folder(root, # the folder the user named
 def check_image_file(path, # an image file
                      where: str = "", # where it is listed, e.g. "line 3 of labels.csv"
                     ) -> Path:
-    "`path` when it is a file PIL can open and verify; else `DataFolderError` naming it (and `where`)."
+    """`path` when it is a file PIL can open and verify, of at most `Image.MAX_IMAGE_PIXELS` pixels (PIL's own
+    decompression-bomb bound), and, for a JPEG, ending in its end-of-image marker (a truncated one does not); else
+    `DataFolderError` naming it (and `where`). Only the header and the file's tail are read: no image is decoded."""
     path, at = Path(path), f" (listed at {where})" if where else ""
     if not path.is_file(): raise DataFolderError(f"image {path}{at} is missing.")
     try:
-        with Image.open(path) as im: im.verify()
+        with Image.open(path) as im:
+            w, h = im.size
+            if Image.MAX_IMAGE_PIXELS and w * h > Image.MAX_IMAGE_PIXELS:
+                raise DataFolderError(f"image {path}{at} is {w} x {h} pixels ({w * h / 1e6:.0f} megapixels), more than the "
+                                      f"{Image.MAX_IMAGE_PIXELS / 1e6:.0f} megapixels an image may have here; give the data set's own images.")
+            jpeg = im.format == "JPEG"
+            im.verify()
+        if jpeg:
+            with open(path, "rb") as f:
+                f.seek(max(0, path.stat().st_size - 4096)); tail = f.read().rstrip(b"\0")
+            if not tail.endswith(b"\xff\xd9"): raise ValueError("truncated: the JPEG lacks its end-of-image marker")
+    except DataFolderError: raise
     except Exception as e:
         raise DataFolderError(f"image {path}{at} is not a readable image ({type(e).__name__}: "
                               f"{str(e).strip() or 'damaged'}); replace it with the original file.") from None

@@ -14,9 +14,10 @@ from ..paths import MissingDataError, InputFormatError, dataset_folder, DATASET_
 from ..resources import read_resource_yaml
 
 # %% auto #0
-__all__ = ['GEODE_INDEX', 'GEODE_COLUMNS', 'DOLLAR_STREET_INDEXES', 'DOLLAR_STREET_COLUMNS', 'GEODE_PLANTED_OBJECTS',
-           'GEODE_PLANTED_REGIONS', 'DOLLAR_STREET_PLANTED_TOPICS', 'GroupedImages', 'load_geode', 'income_groups',
-           'income_group', 'load_dollar_street', 'make_geode', 'make_dollar_street']
+__all__ = ['GEODE_INDEX', 'GEODE_COLUMNS', 'DOLLAR_STREET_INDEXES', 'DOLLAR_STREET_COLUMNS', 'DOLLAR_STREET_IMAGENET_COLUMN',
+           'GEODE_PLANTED_OBJECTS', 'GEODE_PLANTED_REGIONS', 'DOLLAR_STREET_PLANTED_TOPICS', 'GroupedImages',
+           'load_geode', 'income_groups', 'income_group', 'dollar_street_classes', 'load_dollar_street', 'make_geode',
+           'make_dollar_street']
 
 # %% ../../nbs/data/08_fairness_datasets.ipynb #85b631e5
 @dataclass
@@ -28,6 +29,7 @@ class GroupedImages:
     group: str                     # what `group` holds (e.g. "region")
     root: Path | None = None
     groups: list = field(default_factory=list)   # the group values, in report order
+    excluded: dict = field(default_factory=dict) # why -> how many images of the index were left out
 
     def __len__(self): return len(self.labels)
     @property
@@ -36,6 +38,18 @@ class GroupedImages:
         "Class index (position in `classes`) of every image."
         lookup = {c: i for i, c in enumerate(self.classes)}
         return np.array([lookup[c] for c in self.labels["label"]], dtype=np.intp)
+
+    def in_classes(self, classes: list, # the class names of the classifier, in its order
+                   why: str, # the reason an image outside them is left out, in words
+                  ) -> "GroupedImages":
+        "These images restricted to those labelled one of `classes`, which become the classes; the rest counted in `excluded`."
+        keep = self.labels["label"].isin(set(classes)).to_numpy()
+        ex = dict(self.excluded)
+        if (~keep).any(): ex[why] = ex.get(why, 0) + int((~keep).sum())
+        lab = self.labels[keep].reset_index(drop=True)
+        return GroupedImages(self.name, lab, list(classes), self.group, self.root,
+                             [g for g in self.groups if g in set(lab.group)], ex)
+
 
 # %% ../../nbs/data/08_fairness_datasets.ipynb #d024907e
 def _folder(dataset: str, root=None) -> Path:
@@ -89,6 +103,8 @@ def load_geode(root=None, # the GeoDE folder (default `$VLBIAS_GEODE`, else `<sh
 # %% ../../nbs/data/08_fairness_datasets.ipynb #f9af6f98
 DOLLAR_STREET_INDEXES = ("images_v2_imagenet_test.csv", "images_v2.csv")
 DOLLAR_STREET_COLUMNS = ("imageRelPath", "topics", "income")
+DOLLAR_STREET_IMAGENET_COLUMN = "imagenet_sysnet_id"
+_DS_OUTSIDE = "first ImageNet class none of DataComp's 58 Dollar Street classes"
 
 def income_groups() -> tuple[list, list]:
     "(edges, labels) of the Dollar Street income bins (`protocol.yaml`), edges in USD per month."
@@ -102,20 +118,44 @@ def income_group(income, edges=None, labels=None) -> np.ndarray:
     if np.isnan(x).any() or (x < edges[0]).any(): raise ValueError(f"incomes must be numbers >= {edges[0]}")
     return np.asarray(labels, dtype=object)[np.searchsorted(edges, x, side="right") - 1]
 
-def _first_topic(v: str, where: Path, row: int) -> str:
-    s = str(v).strip()
-    if s.startswith("["):
-        try: items = ast.literal_eval(s)
-        except (ValueError, SyntaxError): raise InputFormatError(f"{where}: data row {row + 1}: topics {s!r} is not a list") from None
-        items = [str(t).strip() for t in items if str(t).strip()]
-        if not items: raise InputFormatError(f"{where}: data row {row + 1}: no topic")
-        return items[0]
-    return s
+def dollar_street_classes() -> tuple[list, dict]:
+    "(DataComp's 58 Dollar Street class names in classifier order, {ImageNet-1k class index: class name}) (`protocol.yaml`)."
+    p = read_resource_yaml("card/datacomp/protocol.yaml")["dollar_street"]
+    names, idx = list(p["classes"]), [int(i) for i in p["imagenet_index"]]
+    if len(names) != len(idx): raise ValueError(f"protocol.yaml: {len(names)} Dollar Street classes but {len(idx)} ImageNet indices")
+    return names, {**dict(zip(idx, names)), **{int(k): v for k, v in (p.get("imagenet_aliases") or {}).items()}}
 
+def _listed(v: str, where: Path, row: int, what: str) -> list:
+    "The items of a list cell (`['a', 'b']`, or one bare item); one error naming the file, row and column when it is not one."
+    s = str(v).strip()
+    if not s.startswith("["): return [s] if s else []
+    try: items = ast.literal_eval(s)
+    except (ValueError, SyntaxError): raise InputFormatError(f"{where}: data row {row + 1}: {what} {s!r} is not a list") from None
+    if not isinstance(items, (list, tuple)): raise InputFormatError(f"{where}: data row {row + 1}: {what} {s!r} is not a list")
+    return [str(t).strip() for t in items if str(t).strip()]
+
+def _first_topic(v: str, where: Path, row: int) -> str:
+    items = _listed(v, where, row, "topics")
+    if not items: raise InputFormatError(f"{where}: data row {row + 1}: no topic")
+    return items[0]
+
+def _first_imagenet_class(v: str, where: Path, row: int) -> int | None:
+    "The first ImageNet-1k class index of an `imagenet_sysnet_id` cell, or None when it lists none."
+    items = _listed(v, where, row, DOLLAR_STREET_IMAGENET_COLUMN)
+    if not items: return None
+    try: return int(items[0])
+    except ValueError:
+        raise InputFormatError(f"{where}: data row {row + 1}: {DOLLAR_STREET_IMAGENET_COLUMN} {items[0]!r} is not an "
+                               f"ImageNet-1k class index (0-999)") from None
+
+
+# %% ../../nbs/data/08_fairness_datasets.ipynb #ds5a1e0d
 def load_dollar_street(root=None, # the Dollar Street folder (default `$VLBIAS_DOLLAR_STREET`, else `<shared data>/dollar_street`)
-                       check_images: bool = True, # every listed image must exist
+                       check_images: bool = True, # every image kept must exist
+                       label: str = "imagenet", # "imagenet": DataComp's 58 classes through imagenet_sysnet_id; "topic": the first topic
                       ) -> GroupedImages:
     "Dollar Street in the MLCommons layout: `images_v2_imagenet_test.csv` (else `images_v2.csv`) and the images (DataComp: by income)."
+    if label not in ("imagenet", "topic"): raise ValueError(f"label must be 'imagenet' or 'topic', got {label!r}")
     root = _folder("dollar_street", root)
     csv = next((root / n for n in DOLLAR_STREET_INDEXES if (root / n).is_file()), None)
     if csv is None:
@@ -124,23 +164,40 @@ def load_dollar_street(root=None, # the Dollar Street folder (default `$VLBIAS_D
                                f"extracted dataset_dollarstreet/ folder).")
     df = read_csv_input(csv, "Dollar Street index", dtype=str, keep_default_na=False)
     _need_columns(df, DOLLAR_STREET_COLUMNS, csv)
+    if label == "imagenet" and DOLLAR_STREET_IMAGENET_COLUMN not in df.columns:
+        raise InputFormatError(f"{csv}: no {DOLLAR_STREET_IMAGENET_COLUMN!r} column (has {list(df.columns)}): DataComp's "
+                               f"label space needs the release's ImageNet mapping, in images_v2_imagenet_test.csv; use that "
+                               f"file (or label='topic' for the release's own topics).")
     income = pd.to_numeric(df.income, errors="coerce")
     if income.isna().any():
         row = int(np.flatnonzero(income.isna().to_numpy())[0])
         raise InputFormatError(f"{csv}: income {df.income.iloc[row]!r} in data row {row + 1} is not a number")
+    edges, names = income_groups()
+    if label == "topic":
+        lab, classes, ex = [_first_topic(t, csv, i) for i, t in enumerate(df.topics)], None, {}
+        keep = np.ones(len(df), bool)
+    else:
+        classes, by_index = dollar_street_classes()
+        first = [_first_imagenet_class(v, csv, i) for i, v in enumerate(df[DOLLAR_STREET_IMAGENET_COLUMN])]
+        lab = [by_index.get(f) for f in first]
+        keep = np.array([l is not None for l in lab], bool)
+        ex = {_DS_OUTSIDE: int((~keep).sum())} if (~keep).any() else {}
+    df, income, lab = df[keep], income[keep], [l for l, k in zip(lab, keep) if k]
     paths = [str(_image_path(root, f)) for f in df.imageRelPath]
     if check_images: _check_images(paths, csv, "Dollar Street")
-    label = [_first_topic(t, csv, i) for i, t in enumerate(df.topics)]
-    edges, names = income_groups()
-    labels = pd.DataFrame({"path": paths, "label": label, "group": income_group(income, edges, names),
+    labels = pd.DataFrame({"path": paths, "label": lab, "group": income_group(income, edges, names),
                            "income": income.to_numpy(float)})
     if "region.id" in df.columns: labels["region"] = df["region.id"].to_numpy()
-    return GroupedImages("Dollar Street", labels, sorted(set(label)), "income", root, [n for n in names if n in set(labels.group)])
+    return GroupedImages("Dollar Street", labels, classes or sorted(set(lab)), "income", root,
+                         [n for n in names if n in set(labels.group)], ex)
+
 
 # %% ../../nbs/data/08_fairness_datasets.ipynb #1e8a2951
 GEODE_PLANTED_OBJECTS = ["bag", "hand_soap", "stove", "tree"]
 GEODE_PLANTED_REGIONS = ["Africa", "Americas", "EastAsia", "Europe", "SouthEastAsia", "WestAsia"]
-DOLLAR_STREET_PLANTED_TOPICS = ["kitchen", "toothbrush", "stove", "bed", "toilet", "sofa"]
+# topic -> the ImageNet-1k class indices the release lists for it (imagenet_sysnet_id)
+DOLLAR_STREET_PLANTED_TOPICS = {"stove": [827], "sofa": [831], "toilet": [861, 999], "refrigerator": [760],
+                                "sunglasses": [837], "bed": [564]}
 
 def _random_image(rng, size=(48, 48)) -> Image.Image:
     grid = rng.integers(0, 256, (2, 2, 3), dtype=np.uint8)
@@ -168,20 +225,23 @@ def make_geode(root, # folder to write (point VLBIAS_GEODE at it)
 def make_dollar_street(root, # folder to write (point VLBIAS_DOLLAR_STREET at it)
                        n_items: int = 2, # images per topic and income bin
                        seed: int = 0, # the images' generator
-                       topics=None, # topic names (default `DOLLAR_STREET_PLANTED_TOPICS`)
+                       topics=None, # {topic: its ImageNet-1k class indices} (default `DOLLAR_STREET_PLANTED_TOPICS`)
                       ) -> Path:
     "A Dollar Street folder in the MLCommons layout: `images_v2_imagenet_test.csv` and `assets/<id>.jpg`; returns `root`."
     root, rng = Path(root), np.random.default_rng([seed, 8, 2])
+    topics = DOLLAR_STREET_PLANTED_TOPICS if topics is None else topics
     edges, _ = income_groups()
     incomes = [e + 10 for e in edges]                  # one income inside every bin
     rows, k = [], 0
-    for t in topics or DOLLAR_STREET_PLANTED_TOPICS:
+    for t, ids in topics.items():
         for inc in incomes:
             for i in range(int(n_items)):
                 rel = f"assets/{k:05d}.jpg"; k += 1
                 (root / rel).parent.mkdir(parents=True, exist_ok=True)
                 _random_image(rng).save(root / rel, quality=90)
                 rows.append({"id": f"{k:05d}", "country.name": "Planted", "region.id": "af", "topics": str([t]),
-                             "place": "planted", "income": inc, "imageRelPath": rel})
+                             "place": "planted", "income": inc, "imageRelPath": rel,
+                             "imagenet_sysnet_id": str([int(x) for x in ids])})
     pd.DataFrame(rows).to_csv(root / DOLLAR_STREET_INDEXES[0], index=False)
     return root
+

@@ -12,8 +12,8 @@ from ..resources import read_resource_csv
 from .releases import release_file, release_checksums
 
 # %% auto #0
-__all__ = ['PHAZES', 'CAPTIONS', 'MODES', 'TEB_COLUMNS', 'T2I_COLUMNS', 'AGG_COLUMNS', 'teb_path', 't2i_path', 'release_models',
-           'read_text_encoder_bias', 'read_t2i', 'read_t2i_agg', 'plant_gab_release']
+__all__ = ['PHAZES', 'CAPTIONS', 'MODES', 'TEB_COLUMNS', 'T2I_COLUMNS', 'AGG_COLUMNS', 'TEB_LAYOUTS', 'teb_path', 't2i_path',
+           'release_models', 'read_text_encoder_bias', 'read_t2i', 'read_t2i_agg', 'plant_gab_release']
 
 # %% ../../nbs/data/06_gab_release.ipynb #gr000006
 PHAZES = ("phaze1", "phaze2", "phaze3")   # LAION-400M (Tab. 4), everyday (Tab. 3), stereotypical (Tab. 2)
@@ -23,10 +23,13 @@ TEB_COLUMNS = ["model", "activity", "male_sim_prob", "female_sim_prob"]
 T2I_COLUMNS = ["model", "activity", "text", "male_image_name", "female_image_name", "male_sim_prob", "female_sim_prob"]
 AGG_COLUMNS = ["model", "activity", "score"]
 
-def teb_path(phaze: str) -> str:
-    "Path of the text-encoder file of `phaze` inside the release."
-    _check(phaze, PHAZES, "phaze")
-    return f"TextEncoderBiasExperiment/Results/{phaze}/text_encoder_bias.csv"
+TEB_LAYOUTS = {"gab": "TextEncoderBiasExperiment/Results/{phaze}/text_encoder_bias.csv",   # the release of the 11 models
+               "gab_early": "v{version}/text_encoder_bias.csv"}   # the earlier text-encoder release (19 models, NegCLIP among them): v1-v3 = phaze1-3
+
+def teb_path(phaze: str, release: str = "gab") -> str:
+    "Path of the text-encoder file of `phaze` inside `release` (`TEB_LAYOUTS`: the 11-model release, or the earlier one)."
+    _check(phaze, PHAZES, "phaze"); _check(release, TEB_LAYOUTS, "release")
+    return TEB_LAYOUTS[release].format(phaze=phaze, version=phaze.removeprefix("phaze"))
 
 def t2i_path(phaze: str, caption: str, mode: str, agg: bool = False) -> str:
     "Path of a text→image file (`agg`: the authors' per-activity aggregate) inside the release."
@@ -41,20 +44,25 @@ def release_models() -> pd.DataFrame:
     return read_resource_csv("gab/release_models.csv")
 
 # %% ../../nbs/data/06_gab_release.ipynb #gr000009
-def _locate(rel: str, root) -> Path:
-    if root is None: return release_file("gab", rel)
+def _locate(rel: str, root, release: str = "gab") -> Path:
+    if root is None: return release_file(release, rel)
     p = Path(root) / rel
     if not p.is_file():
         raise MissingDataError(f"GAB release file {p} not found (folder `root` = {root}); it should hold the authors' layout "
                                f"TextEncoderBiasExperiment/Results/<phaze>/… and TextToImageRetrievalExperiment/Results/<phaze>/…")
     return p
 
-def _read(rel: str, root, columns: list[str], probs: list[str]) -> pd.DataFrame:
-    "One release CSV, checked: its columns, known model names, numeric values in [0, 1]; errors name the file."
-    p = _locate(rel, root)
+def _read(rel: str, root, columns: list[str], probs: list[str], release: str = "gab", models=None) -> pd.DataFrame:
+    """One release CSV, checked: its columns, known model names, numeric values in [0, 1]; errors name the file.
+    `models`: only these release names are kept (the others of a file that holds more, unchecked); a name absent: an error."""
+    p = _locate(rel, root, release)
     d = read_csv_input(p, "GAB release file", dtype={"model": str, "activity": str})
     miss = [c for c in columns if c not in d.columns]
     if miss: raise InputFormatError(f"GAB release file {p}: missing column(s) {miss} (expected {columns}); is it the authors' file?")
+    if models is not None:
+        absent = sorted(set(models) - set(d.model.dropna()))
+        if absent: raise InputFormatError(f"GAB release file {p}: no rows of model(s) {absent}; is it the authors' file?")
+        d = d[d.model.isin(list(models))].reset_index(drop=True)
     names = release_models().set_index("release_name")
     unknown = sorted(set(d.model.dropna()) - set(names.index))
     if unknown: raise InputFormatError(f"GAB release file {p}: model name(s) {unknown} are not in resources/gab/release_models.csv; "
@@ -70,11 +78,14 @@ def _read(rel: str, root, columns: list[str], probs: list[str]) -> pd.DataFrame:
     return d[columns].assign(release_name=d.model, model=d.model.map(names.model))
 
 # %% ../../nbs/data/06_gab_release.ipynb #gr000011
-def read_text_encoder_bias(root=None, # a folder in the authors' layout; None: the `gab` release (`data.releases`)
-                           phazes=PHAZES) -> pd.DataFrame:
+def read_text_encoder_bias(root=None, # a folder in the release's layout; None: the release itself (`data.releases`)
+                           phazes=PHAZES,
+                           release: str = "gab", # "gab" (11 models) or "gab_early" (the earlier release, NegCLIP among its 19)
+                           models=None,          # release names to keep (e.g. ["ViT-B-32 negCLIP.pt"]); None: every model
+                          ) -> pd.DataFrame:
     "The text-encoder test (GAB §5.2.2, Tab. 1): `source`, `model`, `release_name`, `activity`, `male_sim_prob`, `female_sim_prob`."
-    return pd.concat([_read(teb_path(p), root, TEB_COLUMNS, ["male_sim_prob", "female_sim_prob"]).assign(source=p) for p in phazes],
-                     ignore_index=True)[["source", "model", "release_name", "activity", "male_sim_prob", "female_sim_prob"]]
+    return pd.concat([_read(teb_path(p, release), root, TEB_COLUMNS, ["male_sim_prob", "female_sim_prob"], release, models).assign(source=p)
+                      for p in phazes], ignore_index=True)[["source", "model", "release_name", "activity", "male_sim_prob", "female_sim_prob"]]
 
 def read_t2i(root=None, phazes=PHAZES, captions=CAPTIONS, modes=MODES) -> pd.DataFrame:
     """The text→image rows (GAB §5.2.3): one per (model, caption, image pair) with `source`, `caption` (man, woman,

@@ -495,7 +495,7 @@ def make_rehearsal_data(root, # folder to write everything under (created)
 def rehearsal_data(n_items: int = 2, # the `n_items` of every writer
                    seed: int = 0, # the run's seed
                    root=None, # where the generated sets are kept (default `paths.rehearsal_data_root()`)
-                   n_items_of: dict | None = None, # {data set: n_items} where one needs more than `n_items`
+                   n_items_of: dict | None = None, # {data set: n_items} where one needs another count than `n_items`
                   ) -> RehearsalData:
     """The rehearsal profile's data sets of this size and seed: generated once (into a private folder, then renamed into
     place, so concurrent runs never see half a set) and reused by every later run; `rehearsal.json` holds the roots."""

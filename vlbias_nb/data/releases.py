@@ -4,14 +4,18 @@
 
 # %% ../../nbs/data/04_releases.ipynb #rl000003
 from __future__ import annotations
-import hashlib, io, os, pickle
+import errno, fnmatch, hashlib, io, os, pickle, signal, threading, time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from .coco import file_digest
-from ..paths import MissingDataError, InputFormatError, data_root, record_input
-from ..resources import read_resource_yaml, resource_path
+from ..paths import MissingDataError, InputFormatError, data_root, record_input, env_value
+from ..resources import read_resource_yaml, resource_path, read_word_list
 
 # %% auto #0
-__all__ = ['RELEASES', 'release_checksums', 'release_folder', 'has_release', 'sha256_of', 'release_file', 'safe_unpickle']
+__all__ = ['RELEASES', 'RELEASE_VARIANTS_ENV', 'NOT_RELEASE_FILES', 'PICKLE_BOUNDS', 'release_checksums', 'release_folder',
+           'ReleaseMismatchError', 'ReleaseState', 'accepted_variants', 'verify_release', 'release_problems',
+           'check_release', 'has_release', 'sha256_of', 'release_file', 'safe_unpickle']
 
 # %% ../../nbs/data/04_releases.ipynb #rl000006
 RELEASES = read_resource_yaml("releases/releases.yaml")
@@ -36,11 +40,96 @@ def release_folder(name: str) -> Path:
     v = (os.environ.get(r["env"]) or "").strip()
     return Path(v).expanduser() if v else data_root() / r["default"]
 
+
+# %% ../../nbs/data/04_releases.ipynb #rl000021
+RELEASE_VARIANTS_ENV = "VLBIAS_RELEASE_VARIANTS"   # releases (comma-separated names) whose local copy may differ: deliberate variants
+NOT_RELEASE_FILES = "releases/not_release_files.txt"   # resources/: names a release folder may hold besides the release
+
+class ReleaseMismatchError(InputFormatError):
+    "A local release copy differs from its pinned checksums (a modified, missing or extra file); the message names each and what to do."
+
+@dataclass
+class ReleaseState:
+    "What the local copy of release `name` is (see above), with the pinned files that differ and the files that are not the release's."
+    name: str
+    folder: str
+    status: str                                    # verified, absent, damaged or variant
+    sha256: dict = field(default_factory=dict)     # {path inside the release: SHA-256} of the pinned files present and readable
+    modified: list = field(default_factory=list)
+    missing: list = field(default_factory=list)
+    extra: list = field(default_factory=list)
+    unreadable: list = field(default_factory=list)
+
+def accepted_variants() -> set:
+    "The releases `$VLBIAS_RELEASE_VARIANTS` names: their local copies may differ from the pinned files (deliberate variants)."
+    return {v.strip() for v in (env_value(RELEASE_VARIANTS_ENV) or "").split(",") if v.strip()}
+
+# %% ../../nbs/data/04_releases.ipynb #rl000022
+_DIGESTS = {}   # (path, size, mtime_ns) -> SHA-256: each file hashed once per process while it is unchanged
+
+def _digest(p: Path) -> str:
+    st = p.stat(); key = (str(p), st.st_size, st.st_mtime_ns)
+    if key not in _DIGESTS: _DIGESTS[key] = file_digest(p, "sha256")
+    return _DIGESTS[key]
+
+def _not_release(rel: str) -> bool:
+    return any(fnmatch.fnmatchcase(Path(rel).name, pat) for pat in read_word_list(NOT_RELEASE_FILES))
+
+def verify_release(name: str, # a release of `RELEASES`
+                  ) -> ReleaseState:
+    "What the local copy of release `name` is: each pinned file's SHA-256 checked, and any file that is not the release's (see above)."
+    folder, sums = release_folder(name), release_checksums(name)
+    s = ReleaseState(name, str(folder), "absent")
+    for rel, want in sums.items():
+        p = folder / rel
+        if not p.is_file(): s.missing.append(rel); continue
+        try: got = _digest(p)
+        except PermissionError: s.unreadable.append(rel); continue
+        s.sha256[rel] = got
+        if got != want: s.modified.append(rel)
+    if folder.is_dir():
+        for root, dirs, files in os.walk(folder):
+            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+            for f in sorted(files):
+                rel = (Path(root) / f).relative_to(folder).as_posix()
+                if rel not in sums and not _not_release(rel): s.extra.append(rel)
+            if len(s.extra) > 1000: break                          # the wrong folder: enough to say so
+    if not (s.sha256 or s.unreadable or s.extra): return s          # nothing of it here: absent
+    differs = s.modified or s.missing or s.extra or s.unreadable
+    s.status = "verified" if not differs else "variant" if name in accepted_variants() and not s.unreadable else "damaged"
+    return s
+
+# %% ../../nbs/data/04_releases.ipynb #rl000023
+def release_problems(s: ReleaseState) -> str:
+    "One message naming what differs in a local release copy (`verify_release`) from the pinned one, and what to do."
+    r = _release(s.name)
+    def few(xs): return ", ".join(xs[:3]) + (f", ... ({len(xs)} in all)" if len(xs) > 3 else "")
+    parts = [f"{what}: {few(xs)}" for what, xs in (("modified (SHA-256 differs from the pinned one)", s.modified),
+             ("missing", s.missing), ("not part of the release", s.extra), ("unreadable", s.unreadable)) if xs]
+    return (f"The {s.name} release in {s.folder} differs from the pinned one ({r['repository']}@{r['commit'][:7]}, "
+            f"resources/releases/{s.name}.sha256): " + "; ".join(parts) + ". Restore the released files (each is at "
+            f"{r['url'].format(commit=r['commit'], path='<file>')}), point {r['env']} at an intact copy, or, to study this "
+            f"copy deliberately, pass --release-variant {s.name} ({RELEASE_VARIANTS_ENV}={s.name}): the run records it "
+            f"and its page says so.")
+
+def check_release(name: str, # a release of `RELEASES`
+                 ) -> ReleaseState:
+    """`verify_release`, refusing a damaged copy: `PermissionError` ('cannot read FILE (permissions)') for an unreadable
+    file, else `ReleaseMismatchError` naming every file that differs and what to do."""
+    s = verify_release(name)
+    if s.unreadable:
+        p = Path(s.folder) / s.unreadable[0]
+        raise PermissionError(errno.EACCES, f"cannot read {p} (permissions): make it readable for you, or point "
+                                            f"{_release(name)['env']} at a readable copy of the {name} release", str(p))
+    if s.status == "damaged": raise ReleaseMismatchError(release_problems(s))
+    return s
+
 def has_release(name: str) -> bool:
-    "Whether the local copy of release `name` holds every file its checksum list names."
-    f = release_folder(name)
-    record_input(f"release:{name}")
-    return f.is_dir() and all((f / rel).is_file() for rel in release_checksums(name))
+    """Whether a local copy of release `name` is here to read: True when verified (or an accepted variant), False when
+    absent; a damaged copy is refused (`check_release`). Each file read is noted in the run's input log."""
+    s = check_release(name)
+    for rel in s.sha256: record_input(f"release:{name}/{rel}")
+    return s.status != "absent"
 
 # %% ../../nbs/data/04_releases.ipynb #rl000008
 def sha256_of(path) -> str:
@@ -49,18 +138,20 @@ def sha256_of(path) -> str:
 
 def release_file(name: str, # a release of `RELEASES`
                  rel: str,  # the file's path inside the release folder (as in its checksum list)
-                 verify: bool = False) -> Path: # check the local copy's SHA-256 too (a download is always checked)
-    """One file of release `name`: the local copy, else (downloads allowed) fetched from the pinned commit and checked
-    by SHA-256, else `MissingDataError` naming the file, the variable and the pinned URL."""
+                 verify: bool = True) -> Path: # check the local copy's SHA-256 (unless the release is an accepted variant); a download is always checked
+    """One file of release `name`: the local copy (its SHA-256 checked: `ReleaseMismatchError` when it differs, unless the
+    release is an accepted variant), else (downloads allowed) fetched from the pinned commit and checked by SHA-256, else
+    `MissingDataError` naming the file, the variable and the pinned URL."""
     from vlbias_nb.paths import downloads_allowed, download_refusal, downloads_dir
     r, sums = _release(name), release_checksums(name)
     if rel not in sums: raise KeyError(f"{rel!r} is not a file of the {name} release; its files are listed in resources/releases/{name}.sha256")
     local = release_folder(name) / rel
     record_input(f"release:{name}/{rel}")
     if local.is_file():
-        if verify and sha256_of(local) != sums[rel]:
-            raise InputFormatError(f"{local}: SHA-256 differs from the pinned release ({r['repository']}@{r['commit'][:7]}); "
-                                   f"replace it with the released file or unset {r['env']}.")
+        if verify and name not in accepted_variants() and _digest(local) != sums[rel]:
+            raise ReleaseMismatchError(f"{local}: SHA-256 differs from the pinned release ({r['repository']}@{r['commit'][:7]}); "
+                                       f"replace it with the released file, unset {r['env']}, or pass --release-variant {name} "
+                                       f"to study this copy deliberately.")
         return local
     url = r["url"].format(commit=r["commit"], path=rel)
     if not downloads_allowed():
@@ -76,20 +167,71 @@ def release_file(name: str, # a release of `RELEASES`
 
 # %% ../../nbs/data/04_releases.ipynb #rl000011
 class _NamesAGlobal(pickle.UnpicklingError): pass
+class _TooSlow(Exception): pass
 
 class _NoGlobalsUnpickler(pickle.Unpickler):
     def find_class(self, module, name):
         raise _NamesAGlobal(f"the pickle names {module}.{name}")
 
-def safe_unpickle(path) -> object:
-    "The object in pickle file `path`, built from built-in containers, strings and numbers only; anything else is refused."
+PICKLE_BOUNDS = {"max_bytes": 256 << 20, "max_depth": 32, "max_seconds": 60.0}   # safe_unpickle's defaults
+
+_CONTAINERS = {list, tuple, dict, set, frozenset}   # exact types: this unpickler builds no subclass
+
+def _tree_size(obj, max_depth: int, max_items: int, deadline: float) -> int:
+    "Items a full walk of `obj` visits (shared containers counted each time), each container looked at once; raises on a bound."
+    if type(obj) not in _CONTAINERS: return 1
+    memo, on_path, stack = {}, set(), [(obj, 1, False)]
+    while stack:
+        x, depth, done = stack.pop()
+        if type(x) is dict: subs, n_items = [k for k in x if type(k) in _CONTAINERS] + [v for v in x.values() if type(v) in _CONTAINERS], 2 * len(x)
+        else: subs, n_items = [k for k in x if type(k) in _CONTAINERS], len(x)
+        if done:
+            on_path.discard(id(x))
+            memo[id(x)] = n = 1 + n_items - len(subs) + sum([memo[id(k)] for k in subs])
+            if n > max_items: raise InputFormatError(f"expands to more than {max_items:,} items (shared containers)")
+            continue
+        if id(x) in memo: continue
+        if depth > max_depth: raise InputFormatError(f"nests containers more than {max_depth} deep")
+        if time.monotonic() > deadline: raise _TooSlow()
+        on_path.add(id(x)); stack.append((x, depth, True))
+        for k in subs:
+            if id(k) in on_path: raise InputFormatError("contains itself (a container that refers to itself)")
+            if id(k) not in memo: stack.append((k, depth + 1, False))
+    return memo[id(obj)]
+
+@contextmanager
+def _time_limit(seconds: float):
+    "Raise `_TooSlow` in the `with` block after `seconds` (a timer signal; only in the main thread, else no limit)."
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"): yield; return
+    def stop(*_): raise _TooSlow()
+    old = signal.signal(signal.SIGALRM, stop); signal.setitimer(signal.ITIMER_REAL, seconds)
+    try: yield
+    finally: signal.setitimer(signal.ITIMER_REAL, 0); signal.signal(signal.SIGALRM, old)
+
+def safe_unpickle(path, # a pickle file
+                  max_bytes: int | None = None, # refuse a larger file (default `PICKLE_BOUNDS`)
+                  max_depth: int | None = None, # refuse containers nested deeper
+                  max_seconds: float | None = None, # refuse a file whose load and walk take longer
+                 ) -> object:
+    "The object in pickle file `path`, built from built-in containers, strings and numbers only, within bounds (see above); anything else is refused."
+    b = {**PICKLE_BOUNDS, **{k: v for k, v in dict(max_bytes=max_bytes, max_depth=max_depth, max_seconds=max_seconds).items() if v is not None}}
     path = Path(path)
     if not path.is_file(): raise MissingDataError(f"{path} not found")
+    refuse = lambda why: InputFormatError(f"{path}: refused to load — {why}; replace it with the released file.")
+    n = path.stat().st_size
+    if n > b["max_bytes"]: raise refuse(f"{n:,} bytes, more than the {b['max_bytes']:,} a pickle may have here")
     try:
-        with open(path, "rb") as f: return _NoGlobalsUnpickler(f).load()
+        with _time_limit(b["max_seconds"]):
+            data = path.read_bytes()
+            obj = _NoGlobalsUnpickler(io.BytesIO(data)).load()
+            _tree_size(obj, b["max_depth"], max(len(data), 1000), time.monotonic() + b["max_seconds"])
+        return obj
     except _NamesAGlobal as e:
-        raise InputFormatError(f"{path}: refused to load — {e}; only built-in containers, strings and numbers are "
-                               f"allowed (a pickle that names a class or function could run code). Replace it with the "
-                               f"released file.") from None
-    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError, KeyError, AttributeError) as e:
+        raise refuse(f"{e}; only built-in containers, strings and numbers are allowed (a pickle that names a class or "
+                     f"function could run code)") from None
+    except _TooSlow: raise refuse(f"loading it took more than {b['max_seconds']:g} s") from None
+    except InputFormatError as e: raise refuse(f"the object it builds {e}") from None
+    except RecursionError: raise refuse(f"the object it builds nests containers too deep") from None
+    except MemoryError: raise refuse(f"it asks for more memory than this machine has") from None
+    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError, KeyError, AttributeError, OverflowError) as e:
         raise InputFormatError(f"{path}: not a readable pickle ({type(e).__name__}: {e}); re-download it.") from None

@@ -5,21 +5,22 @@
 # %% ../../nbs/methods/07_card.ipynb #c7a00003
 from __future__ import annotations
 import hashlib, importlib, math, os, re
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 import numpy as np
 from ..paths import GENERATED_ENV, env_path, dataset_folder, data_root, downloads_dir, gab_images_folder, project_root
 from ..resources import read_resource_csv, read_resource_yaml
-from ..report import paper_values
+from ..report import paper_values, Printed
 from ..metrics import CI
 from .embedding_cache import EmbeddingCache, image_key, json_digest
 
 # %% auto #0
-__all__ = ['TASKS_FILE', 'DATASETS_FILE', 'TASK_FIELDS', 'CARD_DATASETS', 'CARD_TASKS', 'NOT_YET_TASKS', 'MEASURE_FIELDS',
+__all__ = ['TASKS_FILE', 'DATASETS_FILE', 'TASK_FIELDS', 'CARD_DATASETS', 'CARD_TASKS', 'NOT_YET_TASKS', 'FP32', 'MEASURE_FIELDS',
            'CardTask', 'CardDataset', 'load_card_datasets', 'load_card_tasks', 'dataset_root', 'task_status',
-           'dataset_fingerprint', 'CardConfig', 'CardContext', 'measure_row', 'paper_model_aliases', 'paper_model_name',
-           'paper_number', 'binomial_chance', 'PlantedCardModel']
+           'dataset_fingerprint', 'CardConfig', 'precision_plan', 'CardContext', 'measure_row', 'paper_model_aliases',
+           'paper_model_name', 'paper_number', 'binomial_chance', 'PlantedCardModel']
 
 # %% ../../nbs/methods/07_card.ipynb #37ad7123
 @dataclass(frozen=True)
@@ -161,6 +162,22 @@ class CardConfig:
     n_chance: int = 200            # random rankings of each chance level
     n_perm: int = 2000             # WEAT permutations
     progress: bool = True
+    precision: str | None = None   # None: each task at its paper's precision; "fp32" / "amp": every tower at that one
+
+FP32 = {"text": "fp32", "image": "fp32"}
+
+def precision_plan(option: str | None, # `CardConfig.precision`
+                   paper: dict | None = None, # the paper's precision per tower ({"text": ..., "image": ...}); None: float32
+                  ) -> dict:
+    "What each tower runs at: `option` for both when given, else the paper's (float32 where it names none)."
+    from vlbias_nb.zoo.vlm import PRECISIONS
+    if option is not None:
+        if option not in PRECISIONS: raise ValueError(f"precision {option!r} must be one of {PRECISIONS} (or None: each paper's)")
+        return {"text": option, "image": option}
+    plan = {**FP32, **{k: v for k, v in (paper or {}).items() if k in FP32}}
+    bad = {k: v for k, v in plan.items() if v not in PRECISIONS}
+    if bad: raise ValueError(f"paper precision {bad} must be one of {PRECISIONS}")
+    return plan
 
 def _image_list_id(images) -> tuple:
     """What tells image lists of one data set apart within a card run: the paths in order when the list holds paths (two
@@ -179,12 +196,27 @@ class CardContext:
     config: CardConfig = field(default_factory=CardConfig)
     cache: EmbeddingCache | None = None
     _images: dict = field(default_factory=dict)
+    precision: dict = field(default_factory=lambda: dict(FP32))   # what the towers run at now (`at_precision`)
+    precisions_used: list = field(default_factory=list)           # every plan `at_precision` set, in order
 
     def root(self, key: str) -> Path: return dataset_root(key, self.roots)
 
+    @contextmanager
+    def at_precision(self, paper: dict | None = None):
+        "Inside the block the towers run at `precision_plan(config.precision, paper)` (the model's `at_precision`); recorded."
+        plan = precision_plan(self.config.precision, paper)
+        settable = hasattr(self.model, "at_precision")
+        self.precisions_used.append(plan if settable else {k: "not settable (a model without at_precision)" for k in plan})
+        old, self.precision = self.precision, plan
+        try:
+            if settable:
+                with self.model.at_precision(**plan): yield plan
+            else: yield plan
+        finally: self.precision = old
+
     def image_embeddings(self, dataset: str, images: Sequence) -> np.ndarray:
         "Unit image embeddings of `images` of `dataset`: computed once per (model, data set, image list), through the cache."
-        key = (dataset, _image_list_id(images))
+        key = (dataset, _image_list_id(images), self.precision["image"])
         if key not in self._images:
             enc = self.cache.encode_image if self.cache is not None else (lambda m, x, **kw: m.encode_image(x, **kw))
             self._images[key] = np.asarray(enc(self.model, images, batch_size=self.config.batch_size,
@@ -235,13 +267,13 @@ def paper_model_name(paper_name: str, item: str, model: str) -> str | None:
     "The paper's name of zoo model `model` in `item` of `paper_name`, or None when the paper did not measure it."
     return {z: n for n, z in paper_model_aliases(paper_name, item).items()}.get(model)
 
-def paper_number(paper_name: str, item: str, model: str, **where) -> float | None:
-    "The paper's value for zoo model `model` (`report.paper_values`, one row), or None."
+def paper_number(paper_name: str, item: str, model: str, **where) -> Printed | None:
+    "The paper's value for zoo model `model` (`report.paper_values`, one row) as printed (a `report.Printed` float: its precision is read from the print), or None."
     pm = paper_model_name(paper_name, item, model)
     if pm is None: return None
     t = paper_values(paper_name, item, model=pm, **where)
     t = t[~t.source.astype(str).str.contains("std")]
-    return float(t.value.iloc[0]) if len(t) == 1 else None
+    return Printed(t.printed.iloc[0]) if len(t) == 1 else None
 
 # %% ../../nbs/methods/07_card.ipynb #17f14480
 def binomial_chance(n: int, p: float = 0.5) -> CI:

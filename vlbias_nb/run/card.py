@@ -25,11 +25,12 @@ from ..methods.card import (CardTask, CardDataset, CardConfig, CardContext, Plan
 
 # %% auto #0
 __all__ = ['SCHEMA_VERSION', 'CARD_SCHEMA', 'LABEL_SUFFIXES', 'SITE_CARDS', 'RESERVED_CARD_PAGES', 'model_record', 'data_state',
-           'run_tasks', 'card_schema', 'validate_card', 'build_card', 'card_figure', 'card_table_lines',
-           'card_skipped_lines', 'card_markdown', 'write_card_outputs', 'make_card', 'CardInputError', 'find_cards',
-           'leaderboard', 'bias_accuracy_figure', 'compare_cards', 'card_slug', 'card_provenance', 'card_page_markdown',
-           'publish_card', 'leaderboard_page_markdown', 'publish_leaderboard', 'process_rank', 'shard_models',
-           'card_parser', 'read_models_file', 'check_card_args', 'given_data_failures', 'torch_cuda_count', 'card_main']
+           'run_tasks', 'card_schema', 'validate_card', 'build_card', 'card_precision', 'card_precision_line',
+           'card_figure', 'card_table_lines', 'card_skipped_lines', 'card_markdown', 'write_card_outputs', 'make_card',
+           'CardInputError', 'find_cards', 'leaderboard', 'bias_accuracy_figure', 'compare_cards', 'card_slug',
+           'card_provenance', 'card_page_markdown', 'publish_card', 'leaderboard_page_markdown', 'publish_leaderboard',
+           'process_rank', 'shard_models', 'card_parser', 'read_models_file', 'NoDeviceError', 'read_text_argument',
+           'check_card_args', 'given_data_failures', 'torch_cuda_count', 'card_main']
 
 # %% ../../nbs/run/03_card.ipynb #1547f6c1
 SCHEMA_VERSION = "1.0"
@@ -100,13 +101,15 @@ def run_tasks(ctx: CardContext, out_dir, only: Sequence[str] | None = None, resu
             if (done.get("model_identity") == ident and done.get("config") == asdict(ctx.config) | {"progress": None}
                     and done.get("data_root") == _data_key(task, ctx.roots)):
                 status[name] = "resumed"; continue
-        t0 = time.time()
-        try: rows = task.run(ctx)
+        t0, used = time.time(), len(ctx.precisions_used)
+        try:
+            with ctx.at_precision(None): rows = task.run(ctx)      # the option, else float32; a task may ask for its paper's
         except (MissingDataError, FileNotFoundError, ValueError, KeyError) as e:
             status[name] = f"error: {type(e).__name__}: {str(e).splitlines()[0][:300]}"; log(f"{name}: {status[name]}"); continue
         write_json_atomic(f, dict(task=name, model_identity=ident, config=asdict(ctx.config) | {"progress": None},
                                   data_root=_data_key(task, ctx.roots),
-                                  seconds=round(time.time() - t0, 3), rows=rows))
+                                  seconds=round(time.time() - t0, 3), precision=ctx.precisions_used[-1] if len(ctx.precisions_used) > used else None,
+                                  rows=rows))
         status[name] = "done"
     return status
 
@@ -124,19 +127,52 @@ def validate_card(card: dict) -> dict:
     return card
 
 # %% ../../nbs/run/03_card.ipynb #942a27d1
-def build_card(out_dir, model_rec: dict, env: dict, status: dict, roots: dict | None = None) -> dict:
-    "The card of `out_dir`'s task files, with the model and environment records and each task's status."
-    out_dir, measures = Path(out_dir), {}
+def build_card(out_dir, model_rec: dict, env: dict, status: dict, roots: dict | None = None,
+               precision: str | None = None, # `CardConfig.precision` the card ran with (None: each paper's)
+              ) -> dict:
+    "The card of `out_dir`'s task files, with the model and environment records, each task's status and precision."
+    out_dir, measures, plans = Path(out_dir), {}, {}
     for name in CARD_TASKS:
         f = _task_file(out_dir, name)
         if f.is_file() and status.get(name) in ("done", "resumed"):
-            for r in json.loads(f.read_text())["rows"]:
+            done = json.loads(f.read_text())
+            if done.get("precision"): plans[name] = done["precision"]
+            for r in done["rows"]:
                 measures[r["measure"]] = {k: v for k, v in r.items() if k != "measure"}
     skipped = [dict(task=t, reason=s) for t, s in status.items() if s not in ("done", "resumed")]
     data = {k: str(dataset_root(k, roots)) for k in CARD_DATASETS}
     return validate_card(dict(schema_version=SCHEMA_VERSION, created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                               model=model_rec, environment=env, data_roots=data, tasks=status, measures=measures,
-                              skipped=skipped, not_implemented=dict(NOT_YET_TASKS)))
+                              skipped=skipped, not_implemented=dict(NOT_YET_TASKS),
+                              precision=card_precision(precision, plans, env["device"].get("used"))))
+
+# %% ../../nbs/run/03_card.ipynb #prec0002
+def card_precision(option: str | None, # `CardConfig.precision` (None: each paper's)
+                   tasks: dict, # task -> {"text": ..., "image": ...} it ran at
+                   device: str | None = None, # the device used (for the dtype of "amp")
+                  ) -> dict:
+    "`card.json`'s `precision` block: the option, the dtype `amp` runs at on `device`, each task's plan."
+    amp = None
+    if device:
+        from vlbias_nb.zoo.vlm import autocast_dtype
+        try: amp = str(autocast_dtype(device)).replace("torch.", "")
+        except (RuntimeError, ValueError): amp = None
+    return dict(option=option, amp_dtype=amp, tasks=dict(tasks))
+
+def card_precision_line(card: dict) -> str | None:
+    "One line: what the card's towers ran at (None for a card written before precision was recorded)."
+    p = card.get("precision")
+    if not p: return None
+    words = lambda t: "float32" if t == "fp32" else f"autocast ({p.get('amp_dtype') or 'amp'})" if t == "amp" else str(t)
+    say = lambda plan: (f"text and images {words(plan['text'])}" if plan["text"] == plan["image"]
+                        else f"text {words(plan['text'])}, images {words(plan['image'])}")
+    groups = {}
+    for t, plan in p["tasks"].items(): groups.setdefault(say(plan), []).append(t)
+    opt = f"`--precision {p['option']}`" if p["option"] else "each paper's precision (no `--precision`)"
+    if not groups: return f"**Precision**: {opt}."
+    parts = [f"{k}: {', '.join(f'`{t}`' for t in v)}" for k, v in groups.items()] if len(groups) > 1 else [f"{next(iter(groups))}, every task"]
+    return f"**Precision**: {opt}; " + "; ".join(parts) + "."
+
 
 # %% ../../nbs/run/03_card.ipynb #340f2625
 def card_figure(card: dict):
@@ -185,6 +221,7 @@ def card_markdown(card: dict, figure: str = "card.png") -> str:
             f" (fingerprint `{m['weights_fingerprint']}`); vlbias-nb {card['environment']['vlbias_nb']}, commit "
             f"`{card['environment']['git_commit']}`; device {card['environment']['device']['used']}.", ""]
     if not m["comparable"]: head += [f"**Not a result**: {m['reason']}.", ""]
+    if (p := card_precision_line(card)): head += [p, ""]
     tail = ["", f"![each measure against its chance level]({figure})", ""] + card_skipped_lines(card)
     return "\n".join(head + card_table_lines(card) + tail) + "\n"
 
@@ -222,7 +259,7 @@ def make_card(given: str, # the model name, any form (`normalise_model_name`)
     cache = EmbeddingCache() if cache is True else (cache or None)
     ctx = CardContext(model, getattr(model, "name", given), dict(roots or {}), config, cache)
     status = run_tasks(ctx, out_dir, only, resume)
-    card = build_card(out_dir, model_record(model, given, resolved), _environment(device), status, roots)
+    card = build_card(out_dir, model_record(model, given, resolved), _environment(device), status, roots, config.precision)
     write_card_outputs(card, out_dir)
     return card
 
@@ -328,6 +365,7 @@ def card_page_markdown(card: dict, slug: str) -> str:
              f"description: {json.dumps('Social-bias measures of ' + m['name'] + ' across the five papers, each beside its interval and chance level.')}",
              "---", ""]
     body = ["::: {.callout-note appearance=\"simple\"}", card_provenance(card), ":::", ""]
+    if (p := card_precision_line(card)): body += [p, ""]
     body += card_table_lines(card) + ["", f"![each measure against its chance level (grey), our value and 95 % interval (black), the paper's value (red ×)]({slug}/card.png)", "",
                                       f"The card's numbers: [`card.json`]({slug}/card.json) (schema `vlbias_nb/resources/{CARD_SCHEMA}`).", ""]
     return "\n".join(front + body + card_skipped_lines(card)) + "\n"
@@ -440,16 +478,41 @@ def card_parser() -> argparse.ArgumentParser:
     ap.add_argument("--publish", action="store_true",
                     help="also publish the card(s) / the leaderboard as pages of the site (nbs/cards/; in a checkout only)")
     ap.add_argument("--no-progress", action="store_true")
+    ap.add_argument("--precision", choices=["fp32", "amp"], default=None,
+                    help="every tower at this precision: fp32, or amp (torch.autocast: bfloat16 on CPU, float16 on CUDA, as "
+                         "CLIP_benchmark's --amp); default: each paper's (float32; DataComp's tasks as DataComp runs them: "
+                         "text classifier amp, images fp32)")
     return ap
 
 def read_models_file(path) -> list[str]:
     "Model names of a `--models` file: one per line, blank lines and `#` comments ignored."
     p = Path(path).expanduser()
     if not p.is_file(): raise CardInputError(f"--models file {str(path)!r} does not exist.")
-    names = [l.split("#", 1)[0].strip() for l in p.read_text().splitlines()]
+    names = [l.split("#", 1)[0].strip() for l in read_text_argument(p, "--models file").splitlines()]
     names = [n for n in names if n]
     if not names: raise CardInputError(f"--models file {str(path)!r} names no model.")
     return names
+
+# %% ../../nbs/run/03_card.ipynb #cardin01
+class NoDeviceError(OSError):
+    "A device asked for (`--device cuda`) that this machine lacks: the environment's, exit 3, as `vlbias run -p device cuda`."
+    def __init__(self, msg: str): super().__init__(__import__("errno").ENODEV, msg)
+    def __str__(self): return self.strerror
+
+def read_text_argument(path, # the file an argument names
+                       what: str, # the argument, for the message (e.g. '--models file')
+                      ) -> str:
+    """The UTF-8 text of the file `path`: a binary or non-UTF-8 file is refused naming `what` (`CardInputError`, exit 2),
+    an unreadable one says 'cannot read FILE (permissions)' (`PermissionError`, exit 3)."""
+    import errno
+    p = Path(path).expanduser()
+    try: data = p.read_bytes()
+    except PermissionError: raise PermissionError(errno.EACCES, f"cannot read {p} (permissions): make it readable for you", str(p)) from None
+    if b"\0" in data[:8192]: raise CardInputError(f"{what} {str(path)!r} is a binary file, not text: give a text file with one model name per line.")
+    try: return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise CardInputError(f"{what} {str(path)!r} is not UTF-8 text (byte {e.start} of {len(data)}): give a text file with "
+                             f"one model name per line.") from None
 
 # %% ../../nbs/run/03_card.ipynb #1b4416a1
 def check_card_args(args) -> dict:
@@ -477,12 +540,14 @@ def check_card_args(args) -> dict:
     for kv in args.data:
         k, sep, v = kv.partition("=")
         if not sep or k not in CARD_DATASETS: raise CardInputError(f"--data {kv!r}: expected KEY=DIR with KEY one of {list(CARD_DATASETS)}.")
-        if not Path(v).expanduser().is_dir(): raise CardInputError(f"--data {kv!r}: folder {v!r} does not exist.")
+        if not Path(v).expanduser().is_dir():
+            raise CardInputError(f"--data {kv!r}: {v!r} is a file, not a folder; give the data set's folder." if Path(v).expanduser().exists()
+                                 else f"--data {kv!r}: folder {v!r} does not exist.")
         roots[k] = str(Path(v).expanduser().resolve())
     if args.batch_size < 1: raise CardInputError(f"--batch-size {args.batch_size} must be at least 1.")
     if not re.fullmatch(r"auto|cpu|mps|cuda(:\d+)?", args.device): raise CardInputError(f"--device {args.device!r}: one of auto, cpu, cuda, cuda:N, mps.")
     if args.device.startswith("cuda") and int((args.device + ":0").split(":")[1]) >= torch_cuda_count():
-        raise CardInputError(f"--device {args.device!r}: this machine has {torch_cuda_count()} CUDA device(s).")
+        raise NoDeviceError(f"--device {args.device!r}: this machine has {torch_cuda_count()} CUDA device(s); use --device auto (a GPU when there is one) or cpu.")
     keys = {CARD_TASKS[t].dataset for t in (args.only or CARD_TASKS)} - {None}
     given = set(check_given_card_data(roots, keys))                 # every folder named by --data or VLBIAS_*, read before work
     return dict(models=models, roots=roots, out=out, only=args.only, resolved=resolved, given=given)
@@ -521,7 +586,7 @@ def card_main(argv: Sequence[str] | None = None) -> int:
         if world > 1 and device == "auto" and torch_cuda_count() > 1:      # one GPU per process under accelerate launch
             device = f"cuda:{int(os.environ.get('LOCAL_RANK', rank)) % torch_cuda_count()}"
         several = len(a["models"]) > 1
-        cfg = CardConfig(seed=args.seed, batch_size=args.batch_size, progress=not args.no_progress)
+        cfg = CardConfig(seed=args.seed, batch_size=args.batch_size, progress=not args.no_progress, precision=args.precision)
         for m in shard_models(a["models"], rank, world):
             d = _card_dir(a["out"], m, several)
             card = make_card(m, d, a["only"], a["roots"], cfg, device, args.resume, resolved=a["resolved"].get(m))

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/run/01_runner.ipynb #93d7a361
 from __future__ import annotations
-import ast, errno, fnmatch, hashlib, json, math, os, re, secrets, shutil, socket, sys, tempfile, time, argparse, textwrap
+import ast, errno, pickle, fnmatch, hashlib, json, math, os, re, secrets, shutil, signal, socket, sys, tempfile, time, argparse, textwrap
 from contextlib import contextmanager
 from dataclasses import dataclass, asdict
 from pathlib import Path
@@ -15,25 +15,31 @@ from ..paths import (EXIT_INPUT, EXIT_ENVIRONMENT, ENVIRONMENT_ERRNOS, error_exi
                              WEIGHTS_ENV, MODEL_LOG_ENV, REHEARSAL_SET_ENV, STAGE_LOG_ENV, weights_mode,
                              check_path_variables, PathKindError, read_json_input, InputFormatError)
 from ..stages import read_stage_log, summarise_stages
+from ..signals import (STOP_SIGNALS, stop_signals_interrupt, stop_signals_ignored, stop_signals_deferred,
+                               stop_signals_unblocked, quiet_stopped_kernel)
 from ..report import environment_record
 from .profiles import PROFILES, profile_overrides, profile_names, profile_setting
 
 # %% auto #0
-__all__ = ['PARAMETER_KINDS', 'PATH_KINDS', 'MODEL_KINDS', 'OFFLINE_MODELS', 'INPUT_ENVS', 'OUTPUT_ENVS', 'IMAGE_LISTS',
-           'SMALL_INPUT', 'THREAD_ENVS', 'RUN_SECONDS', 'EXIT_BUSY', 'EXIT_INTERRUPTED', 'GENERATION_JOBS',
-           'GENERATION_INPUTS', 'analyses_dir', 'notebook_name', 'analysis_notebooks', 'ParameterError', 'Parameter',
-           'parse_declarations', 'parameters_cell', 'notebook_parameters', 'coerce_parameter', 'check_parameter_value',
+__all__ = ['PARAMETER_KINDS', 'PARAMETER_CEILINGS', 'PATH_KINDS', 'REFUSED_STATUSES', 'MODEL_KINDS', 'OFFLINE_MODELS',
+           'INPUT_ENVS', 'OUTPUT_ENVS', 'IMAGE_LISTS', 'INPUT_READERS', 'SMALL_INPUT', 'THREAD_ENVS', 'RUN_SECONDS',
+           'EXIT_BUSY', 'EXIT_INTERRUPTED', 'GENERATION_JOBS', 'GENERATION_INPUTS', 'analyses_dir', 'notebook_name',
+           'analysis_notebooks', 'ParameterError', 'Parameter', 'parse_declarations', 'parameters_cell',
+           'notebook_parameters', 'coerce_parameter', 'parameter_ceiling', 'check_parameter_value',
            'resolve_parameters', 'MissingInputError', 'InputCheck', 'folder_size', 'environment_warnings',
-           'listed_images_missing', 'check_listed_images', 'check_inputs', 'rehearsal_folder', 'PreparedRun',
-           'missing_inputs_message', 'prepare_run', 'resolve_source', 'input_fingerprint', 'declared_sources',
+           'listed_images_missing', 'check_listed_images', 'notebook_releases', 'release_input', 'mark_unreadable',
+           'check_inputs', 'rehearsal_folder', 'PreparedRun', 'missing_inputs_message', 'input_readers',
+           'read_given_files', 'prepare_run', 'resolve_source', 'input_fingerprint', 'declared_sources',
            'logged_sources', 'weights_record', 'file_md5', 'file_sha256', 'notebook_source_md5', 'package_version',
-           'run_key', 'run_fingerprint', 'run_record', 'OutputBusyError', 'RunEnvironmentError', 'RunInterrupted',
-           'output_lock', 'new_staging', 'describe_os_error', 'OutputPathError', 'check_output_folder',
-           'NotebookFailed', 'is_up_to_date', 'RunLog', 'write_notebook_html', 'profile_environment',
-           'rehearsal_record', 'stage_record', 'run_notebook', 'figures_dir', 'publish_outputs', 'cpu_cores',
-           'thread_environment', 'run_seconds', 'previous_seconds', 'run_order', 'publish_site', 'running_cells',
-           'reproduce', 'check_notebooks', 'format_check', 'release_checks', 'format_releases', 'format_parameters',
-           'exit_code', 'main', 'notebook_defaults', 'generate']
+           'run_key', 'run_fingerprint', 'release_record', 'run_record', 'OutputBusyError', 'RunEnvironmentError',
+           'RunInterrupted', 'output_lock', 'new_staging', 'describe_os_error', 'OutputPathError',
+           'check_output_folder', 'NotebookFailed', 'is_up_to_date', 'RunLog', 'write_notebook_html',
+           'profile_environment', 'rehearsal_record', 'stage_record', 'refuse_non_folder', 'space_needed',
+           'run_notebook', 'figures_dir', 'publish_outputs', 'cpu_cores', 'thread_environment', 'run_seconds',
+           'previous_seconds', 'run_order', 'end_with_parent', 'start_child', 'child_result', 'stop_children',
+           'stop_resource_tracker', 'publish_site', 'running_cells', 'reproduce', 'check_notebooks', 'format_check',
+           'release_checks', 'format_releases', 'format_parameters', 'exit_code', 'main', 'notebook_defaults',
+           'generate']
 
 # %% ../../nbs/run/01_runner.ipynb #b2477762
 def analyses_dir() -> Path:
@@ -156,19 +162,27 @@ def notebook_parameters(path) -> dict:
 # %% ../../nbs/run/01_runner.ipynb #727ca203
 _TRUE, _FALSE = {"true", "yes", "1", "on"}, {"false", "no", "0", "off"}
 
+def _yaml_value(p: Parameter, text: str, where: str = ""):
+    """`text` parsed as YAML, refusing aliases (`*name`): they let a short value refer to itself (`&a [*a]`, which no
+    JSON or notebook can hold) or expand a thousandfold; `ParameterError` says to write the value out in full."""
+    if "*" in text and any(isinstance(ev, yaml.AliasEvent) for ev in yaml.parse(text)):
+        raise ParameterError(f"Parameter {p.name!r}{where}: YAML aliases (*name) are not accepted in a value, got {text!r} "
+                             f"(it refers to an anchored part of itself); write the value out in full.")
+    return yaml.safe_load(text)
+
 def coerce_parameter(p: Parameter, value, notebook: str = "") -> Any:
     "`value` converted to the type of `p.default`; raises `ParameterError` naming the parameter otherwise."
     where = f" of notebook {notebook!r}" if notebook else ""
     def bad(): return ParameterError(f"Parameter {p.name!r}{where} expects {p.type} (default {p.default!r}), got {value!r}.")
     t = type(p.default)
-    if p.default is None: return yaml.safe_load(value) if isinstance(value, str) else value
+    if p.default is None: return _yaml_value(p, value, where) if isinstance(value, str) else value
     if isinstance(value, str) and t is not str:
         s = value.strip()
         if t is bool:
             if s.lower() in _TRUE: return True
             if s.lower() in _FALSE: return False
             raise bad()
-        try: value = yaml.safe_load(s)
+        try: value = _yaml_value(p, s, where)
         except yaml.YAMLError: raise bad() from None
     if t is bool:
         if isinstance(value, bool): return value
@@ -198,10 +212,24 @@ def _leaves(value) -> list:
     if isinstance(value, (list, tuple)): return list(value)
     return [value]
 
+PARAMETER_CEILINGS = "parameter_ceilings.yaml"   # resources/: the upper bound of count parameters declared [low, inf)
+
+def parameter_ceiling(name: str) -> int | None:
+    "The largest integer a parameter declared with no upper bound may take (`resources/parameter_ceilings.yaml`: by name, else the default)."
+    from vlbias_nb.resources import read_resource_yaml
+    c = read_resource_yaml(PARAMETER_CEILINGS) or {}
+    return (c.get("by_name") or {}).get(name, c.get("default"))
+
 def check_parameter_value(p: Parameter, value, notebook: str = ""):
     "Raise `ParameterError` when `value` is outside `p`'s declared range or choices (naming both); `None` always passes."
     where = f" of notebook {notebook!r}" if notebook else ""
     item = lambda x: "" if x is value else f" (the item {x!r})"
+    if p.range and math.isinf(p.range[1]) and (ceiling := parameter_ceiling(p.name)) is not None:
+        for x in _leaves(value):
+            if isinstance(x, int) and not isinstance(x, bool) and x > ceiling:
+                raise ParameterError(f"Parameter {p.name!r}{where} must be at most {ceiling:,} (declared {p.constraint()}; "
+                                     f"a count above {ceiling:,} cannot be held in this machine's memory: resources/"
+                                     f"{PARAMETER_CEILINGS}), got {value!r}{item(x)}.")
     if p.range:
         lo, hi, lc, hc = p.range
         for x in _leaves(value):
@@ -242,7 +270,7 @@ class InputCheck:
     parameter: str
     kind: str                       # the parameter's <kind>
     source: str                     # the value as given
-    status: str                     # present, absent, download, skipped, missing or unknown
+    status: str                     # present, absent, download, skipped, missing, unknown, unreadable or malformed
     required: bool = True
     where: str | None = None        # the path (or weights) looked at / found
     size: int | None = None         # bytes of a file (of a folder's files with `sizes=True`), or of a download
@@ -251,6 +279,7 @@ class InputCheck:
 
 # %% ../../nbs/run/01_runner.ipynb #58177777
 PATH_KINDS = ("file", "folder", "files", "dataset", "output")
+REFUSED_STATUSES = ("missing", "unknown", "unreadable", "malformed")   # a required input in one of these stops the run
 MODEL_KINDS = ("model", "pipeline", "encoder", "hub", "featurizer", "embedder", "spacy", "device")
 OFFLINE_MODELS = {"tiny-bert", "tiny-roberta", "tiny-gpt2", "tiny-nsfw", "tiny-dino", "template"}  # built in, random weights
 
@@ -440,12 +469,14 @@ OUTPUT_ENVS = ("VLBIAS_CACHE", "VLBIAS_DOWNLOADS", "VLBIAS_GENERATED")   # varia
 
 def environment_warnings() -> list[str]:
     "One line for each `VLBIAS_*` variable naming an input that does not exist, or an output folder that is a file."
+    from vlbias_nb.data.releases import RELEASES
     out = []
-    for var, what in INPUT_ENVS.items():
+    for var, what in {**INPUT_ENVS, **{r["env"]: "folder" for r in RELEASES.values()}}.items():
         v = env_value(var)
         if v and not Path(v).expanduser().exists():
             out.append(f"{var} names {v}, which does not exist" + (
-                "; shared inputs count as absent and the notebooks fall back to their planted data" if var == DATA_ENV else ""))
+                "; shared inputs count as absent and the notebooks fall back to their planted data" if var == DATA_ENV else
+                "; that release counts as absent and the notebooks reading it skip what needs it" if var.endswith("_RELEASE") else ""))
     for var in OUTPUT_ENVS:
         v = env_value(var)
         if v and Path(v).expanduser().exists() and not Path(v).expanduser().is_dir(): out.append(f"{var} names {v}, which is a file, not a folder")
@@ -487,6 +518,55 @@ def check_listed_images(name: str, # the notebook's name
                      + f"; copy them there, or give {fp} the folder that holds them all")
     return checks
 
+# %% ../../nbs/run/01_runner.ipynb #relin001
+def notebook_releases(name: str, # the notebook's name
+                      params: dict, # the parameters a run injects (defaults included)
+                     ) -> list[str]:
+    """The releases notebook `name` reads with `params`: each whose `read_by` names it, unless a parameter listed there
+    has the value under which the notebook does not read it; an entry without `read_by` counts as read by every notebook."""
+    from vlbias_nb.data.releases import RELEASES
+    out = []
+    for rel, r in RELEASES.items():
+        by = r.get("read_by")
+        if by is None: out.append(rel); continue
+        if name in by and not any(str(params.get(k)) == str(v) for k, v in (by[name] or {}).items()): out.append(rel)
+    return out
+
+def release_input(name: str) -> InputCheck:
+    "The `InputCheck` of release `name`'s local copy: present (verified, or an accepted variant), absent (optional), missing (damaged) or unreadable."
+    from vlbias_nb.data.releases import verify_release, release_problems, RELEASES
+    s, r = verify_release(name), RELEASES[name]
+    size = sum((Path(s.folder) / f).stat().st_size for f in s.sha256)
+    how = {"absent": f"{r['title']}: not here; the notebook skips what needs it. Set {r['env']} to its folder (default "
+                     f"{r['default']} inside {DATA_ENV}), or copy it from {r['repository']}@{r['commit'][:7]}",
+           "variant": f"a local variant accepted by --release-variant {name}: " + release_problems(s).split(": ", 1)[1].split(". Restore", 1)[0],
+           "damaged": release_problems(s)}.get(s.status, "")
+    if s.unreadable:
+        how = (f"cannot read {Path(s.folder) / s.unreadable[0]} (permissions)" + (f" and {len(s.unreadable) - 1} more" if len(s.unreadable) > 1 else "")
+               + f": make the release readable for you, or point {r['env']} at a readable copy")
+    status = ("unreadable" if s.unreadable else {"verified": "present", "variant": "present", "absent": "absent"}.get(s.status, "missing"))
+    return InputCheck(f"release:{name}", "release", f"release:{name}", status, status != "absent", where=s.folder,
+                      size=size or None, how=how, fingerprint=s.status)
+
+# %% ../../nbs/run/01_runner.ipynb #relin002
+def _readable(p: Path) -> bool:
+    "Whether this process can read file `p` (open it) or folder `p` (list it)."
+    try:
+        if p.is_dir(): os.listdir(p)
+        else:
+            with open(p, "rb"): pass
+        return True
+    except PermissionError: return False
+    except OSError: return True                     # gone, or another fault: the check that looks for it speaks
+
+def mark_unreadable(checks: list[InputCheck]) -> list[InputCheck]:
+    "Mark each present path input that cannot be read `unreadable` (required), 'cannot read FILE (permissions)'; changed in place."
+    for c in checks:
+        if c.kind in PATH_KINDS and c.kind != "output" and c.status == "present" and c.where and not _readable(Path(c.where)):
+            c.status, c.required = "unreadable", True
+            c.how = f"cannot read {c.where} (permissions): make it readable for you (chmod u+r), or give {c.parameter} a readable copy"
+    return checks
+
 # %% ../../nbs/run/01_runner.ipynb #1144fa57
 def check_inputs(path, params: dict | None = None, profile: str = "smoke", sizes: bool = False) -> list[InputCheck]:
     "The `InputCheck` of every input the notebook at `path` declares, for the parameters a run would inject (see above)."
@@ -497,6 +577,8 @@ def check_inputs(path, params: dict | None = None, profile: str = "smoke", sizes
         if p.kind in PATH_KINDS: out += _path_input(k, p.kind, vals[k], p.default, notebook_name(path))
         elif p.kind in MODEL_KINDS: out += _model_input(k, p.kind, vals[k])
     check_listed_images(notebook_name(path), out)                # image folders: every image the run will read is there
+    mark_unreadable(out)                                         # there, but this user cannot read it: exit 3 before work
+    out += [release_input(r) for r in notebook_releases(notebook_name(path), vals)]   # the authors' releases, verified
     if sizes:
         for c in out:
             if c.status == "present" and c.where and c.kind in ("folder", "dataset") and Path(c.where).is_dir(): c.size = folder_size(c.where)[1]
@@ -538,14 +620,52 @@ class PreparedRun:
 # %% ../../nbs/run/01_runner.ipynb #f4e76eef
 def missing_inputs_message(name: str, checks: list[InputCheck]) -> str | None:
     "The text of the `MissingInputError` for the required inputs of `checks` that are missing or unknown (None: none)."
-    bad = [c for c in checks if c.required and c.status in ("missing", "unknown")]
+    bad = [c for c in checks if c.required and c.status in REFUSED_STATUSES]
     if not bad: return None
     def one(c):
-        here = c.kind in PATH_KINDS and bool(c.where) and Path(c.where).exists()      # there, but of the wrong kind or incomplete
+        here = (c.kind in PATH_KINDS and bool(c.where) and Path(c.where).exists()) or c.kind == "release" or c.status in ("unreadable", "malformed")   # there, but of the wrong kind, incomplete, damaged or unreadable
         what = ("unknown" if c.status == "unknown" else "" if here else f"{c.where or c.source} not found" if c.kind in PATH_KINDS
                 else "not available here")
         return f"  - {c.parameter} = {c.source!r}: {what + '. ' if what else ''}{c.how}".rstrip()
-    return (f"Notebook {name!r} cannot run: {len(bad)} input(s) missing; nothing was run or written.\n" + "\n".join(one(c) for c in bad))
+    word = "missing" + (" or malformed" if any(c.status == "malformed" for c in bad) else "")
+    return (f"Notebook {name!r} cannot run: {len(bad)} input(s) {word}; nothing was run or written.\n" + "\n".join(one(c) for c in bad))
+
+# %% ../../nbs/run/01_runner.ipynb #db60951a
+INPUT_READERS = "input_readers.csv"    # resources/: the library function that reads each file parameter
+
+def input_readers() -> dict:
+    "`{parameter: (reader, [argument tuples], what)}` of `resources/input_readers.csv`."
+    from vlbias_nb.resources import read_resource_csv
+    t = read_resource_csv(INPUT_READERS, keep_default_na=False)
+    return {r.parameter: (r.reader, [(a,) for a in r.read_as.split("|")] if r.read_as else [()], r.what) for r in t.itertuples()}
+
+def _reader(dotted: str):
+    import importlib
+    mod, _, fn = dotted.rpartition(".")
+    return getattr(importlib.import_module(mod), fn)
+
+def read_given_files(declared: dict, # `notebook_parameters` of the notebook
+                     params: dict,   # the values the run will inject
+                     checks: list,   # its `check_inputs`
+                     readers: dict | None = None) -> list:
+    """Read each present file input whose value is not its declared default with its reader (`input_readers`); one
+    that cannot be read is marked `malformed` (required), its `how` the reader's message. Returns `checks`, changed in place."""
+    readers = input_readers() if readers is None else readers
+    for c in checks:
+        base = c.parameter.split("[")[0]
+        if c.kind not in ("file", "files") or c.status != "present" or base not in readers or not c.where: continue
+        if base in declared and params.get(base) == declared[base].default: continue
+        if str(c.source).startswith(("coco2017:", "release:")): continue
+        reader, calls, what = readers[base]
+        try:
+            for args in calls: _reader(reader)(Path(c.where), *args)
+        except (KeyboardInterrupt, SystemExit): raise
+        except BaseException as e:            # the reader's own message names the file (and line); MemoryError included
+            msg = str(e).strip() or type(e).__name__
+            c.status, c.required = "malformed", True
+            how = f"not a readable {what}: {msg if str(c.where) in msg else f'{c.where}: {msg}'}"
+            c.how = how + ("" if how[-1] in ".?!" else ".") + " Fix the file, or give another"
+    return checks
 
 # %% ../../nbs/run/01_runner.ipynb #54a587e4
 def prepare_run(path, profile: str = "smoke", params: dict | None = None) -> PreparedRun:
@@ -553,10 +673,10 @@ def prepare_run(path, profile: str = "smoke", params: dict | None = None) -> Pre
     check_path_variables()                                       # a VLBIAS_* variable naming a path of the wrong kind
     declared = notebook_parameters(path)
     params = _absolute(declared, params if params is not None else resolve_parameters(path, profile))
-    checks = check_inputs(path, params)
+    checks = read_given_files(declared, params, check_inputs(path, params))   # a malformed -p file: refused here, not in a cell
     if (msg := missing_inputs_message(notebook_name(path), checks)):
         err = MissingInputError(msg)
-        err.environment = all(c.kind == "device" for c in checks if c.required and c.status in ("missing", "unknown"))
+        err.environment = all(c.kind == "device" or c.status == "unreadable" for c in checks if c.required and c.status in REFUSED_STATUSES)
         raise err
     return PreparedRun(params, checks, environment_warnings())
 
@@ -564,8 +684,12 @@ def prepare_run(path, profile: str = "smoke", params: dict | None = None) -> Pre
 SMALL_INPUT = 16 << 20   # files up to this size are fingerprinted by content, larger ones by size and mtime
 
 def resolve_source(source: str) -> Path:
-    "Where input `source` (`shared:REL`, `coco2017:NAME`, `dataset:NAME` or a path) is now."
+    "Where input `source` (`shared:REL`, `coco2017:NAME`, `dataset:NAME`, `release:NAME[/REL]` or a path) is now."
     s = str(source)
+    if s.startswith("release:"):
+        from vlbias_nb.data.releases import release_folder, RELEASES
+        name, _, rel = s[len("release:"):].partition("/")
+        if name in RELEASES: return release_folder(name) / rel if rel else release_folder(name)
     if s.startswith("shared:"): return data_root() / s[len("shared:"):]
     if s.startswith("coco2017:"):
         from vlbias_nb.data.coco import coco_cache_dir
@@ -592,8 +716,12 @@ def input_fingerprint(source: str) -> dict:
 
 # %% ../../nbs/run/01_runner.ipynb #118fa8c7
 def declared_sources(checks: list[InputCheck]) -> set:
-    "Logical names of the path inputs among `checks` that a run reads (present or absent)."
-    return {c.source for c in checks if c.kind in ("file", "folder", "dataset") and c.status not in ("skipped",) and c.source not in ("", "None")}
+    "Logical names of the path inputs among `checks` that a run reads (present or absent); of a release, each of its pinned files (`release:NAME/REL`)."
+    from vlbias_nb.data.releases import release_checksums
+    out = {c.source for c in checks if c.kind in ("file", "folder", "dataset") and c.status not in ("skipped",) and c.source not in ("", "None")}
+    for c in checks:
+        if c.kind == "release" and c.status == "present": out |= {f"{c.source}/{rel}" for rel in release_checksums(c.source[len("release:"):])}
+    return out
 
 def logged_sources(log_path) -> set:
     "The inputs listed in a run's input log (see `vlbias_nb.paths.record_input`)."
@@ -648,6 +776,18 @@ def run_fingerprint(key: dict, inputs: list, weights: dict) -> str:
                                      sort_keys=True, default=str).encode()).hexdigest()
 
 # %% ../../nbs/run/01_runner.ipynb #b48b4eef
+def release_record(checks: list) -> dict:
+    """`{release: what its local copy was}` for the releases among `checks`: status (verified, absent or variant), folder,
+    pinned source; a variant (`--release-variant`) lists the files that differ. Each file's SHA-256 is in `inputs`."""
+    from vlbias_nb.data.releases import verify_release, RELEASES
+    out = {}
+    for c in checks:
+        if c.kind != "release": continue
+        name = c.source[len("release:"):]; s, r = verify_release(name), RELEASES[name]
+        out[name] = {"status": s.status, "folder": s.folder, "pinned": f"{r['repository']}@{r['commit']}", "files": len(s.sha256)}
+        if s.status == "variant": out[name].update(modified=s.modified, missing=s.missing, extra=s.extra)
+    return out
+
 def run_record(path, profile: str, params: dict, checks: list, sources: set, executed_nb=None, seconds: float | None = None,
                warnings: list = ()) -> dict:
     "The `run.json` of a finished run (see above); `fingerprint` is what `--resume` compares."
@@ -660,7 +800,8 @@ def run_record(path, profile: str, params: dict, checks: list, sources: set, exe
     return {**key, "seconds": seconds, "finished": time.strftime("%Y-%m-%dT%H:%M:%S"), "git_commit": env["git_commit"],
             "git_dirty": env["git_dirty"], "versions": env["packages"], "inputs": inputs, "device": env["device"], "weights": weights,
             "fingerprint": run_fingerprint(key, inputs, weights), "warnings": list(warnings), "host": socket.gethostname(),
-            "executed_notebook_sha256": file_sha256(executed_nb) if executed_nb else None, "log": "run.log"}
+            "executed_notebook_sha256": file_sha256(executed_nb) if executed_nb else None, "log": "run.log",
+            "releases": release_record(checks)}
 
 # %% ../../nbs/run/01_runner.ipynb #e6c9f3b7
 class OutputBusyError(RuntimeError):
@@ -884,6 +1025,34 @@ def stage_record(staging) -> dict:
     records = read_stage_log(log); log.unlink(missing_ok=True)
     return {"stages": records, "stage_summary": summarise_stages(records)} if records else {}
 
+# %% ../../nbs/run/01_runner.ipynb #nofold01
+def refuse_non_folder(dest: Path, what: str):
+    """`OutputPathError` (exit 2) when `dest`, or the `.<name>.old` beside it that replacing it uses, exists but is not a
+    folder: replacing it by renames would hide that file (and fail later), so nothing may move."""
+    dest = Path(dest)
+    for p in (dest, dest.with_name(f".{dest.name}.old")):
+        if (p.exists() or p.is_symlink()) and not (p.is_dir() and not p.is_symlink()):
+            raise OutputPathError(f"{p} is a file, not a folder, where {what} {dest} must be replaced by a folder; move or "
+                                  f"remove it and run again (nothing was published or changed).")
+
+def space_needed(files: list, # the files a publish copies
+                 run_dir: Path, # the run folder (its run.json is staged too)
+                 dest_dir: Path, # the folder the publish writes into (its file system's block size counts)
+                 notebook=None, # the notebook page rewritten beside, when on the same file system
+                ) -> int:
+    """Bytes a publish takes on `dest_dir`'s file system: each file rounded up to the file system's block (a 5-byte
+    file takes 4 kB), the run record, and the rewritten notebook page when it lives on the same file system."""
+    try: st = os.statvfs(dest_dir if Path(dest_dir).exists() else Path(dest_dir).parent); block = st.f_frsize or st.f_bsize or 4096
+    except (OSError, AttributeError): block = 4096
+    blocks = lambda n: -(-n // block) * block
+    extra = [Path(run_dir) / "run.json"]
+    if notebook is not None:
+        try:
+            if os.stat(notebook).st_dev == os.stat(dest_dir if Path(dest_dir).exists() else Path(dest_dir).parent).st_dev: extra.append(Path(notebook))
+        except OSError: pass
+    return sum(blocks(f.stat().st_size) for f in [*files, *extra] if f.is_file())
+
+
 # %% ../../nbs/run/01_runner.ipynb #bbce32d2
 def run_notebook(path, profile: str = "smoke", overrides: dict | None = None, out_root=None,
                  resume: bool = False, progress: bool = True, kernel_name: str | None = None, html: bool = True, *,
@@ -913,6 +1082,8 @@ def _run_notebook(path, profile: str = "smoke", overrides: dict | None = None, o
     prep = prepare_run(path, profile, params)                    # inputs and models: nothing is touched before this
     for w in prep.warnings: _say(f"warning: {w}")
     check_output_folder(out_root)
+    refuse_non_folder(final, "the run folder")
+    if publish: refuse_non_folder(figures_dir() / name, "the published folder")   # refused before the kernel starts, not after
     describe = dict(notebook=name, profile=profile, parameters=_jsonable(overrides or {}), command=" ".join(sys.argv))
     with output_lock(final, wait=wait, timeout=lock_timeout, describe=describe, say=_say):
         _recover_replace(final)
@@ -921,27 +1092,34 @@ def _run_notebook(path, profile: str = "smoke", overrides: dict | None = None, o
             _say(f"{name}: up to date in {final} (same notebook, parameters, inputs and weights); not run again")
             if publish: publish_outputs(final, notebook=path)
             return final
-        staging = new_staging(out_root, name)
-        log = RunLog(staging / "run.log", echo=verbose)
-        injected = dict(prep.params)
-        if "out_dir" in notebook_parameters(path): injected["out_dir"] = str(staging)
-        out_nb = staging / f"{name}.ipynb"
-        for w in prep.warnings: log.note(f"warning: {w}")
-        log.note(f"running {path} (profile {profile}) with {json.dumps(_jsonable(injected))}")
-        env = {INPUT_LOG_ENV: staging / ".inputs.log", MODEL_LOG_ENV: staging / ".models.jsonl",
-               STAGE_LOG_ENV: staging / ".stages.jsonl",
-               **({"VLBIAS_VERIFY_GENERATED": "1"} if verify else {})}
-        t0 = time.time()
+        staging = log = None
+        def keep() -> Path | None:                         # what was written, moved under failed/ (None: nothing was)
+            if log: log.close()
+            return _keep_failed(staging, failed) if staging else None
+        def kept_in(kept, what: str = "its partial notebook and outputs are") -> str:
+            return f"{what} kept in {kept}" if kept else "nothing was written"
         try:
+            with stop_signals_deferred():                  # a Ctrl-C waits until the staging folder and its log are known
+                staging = new_staging(out_root, name)
+                log = RunLog(staging / "run.log", echo=verbose)
+            injected = dict(prep.params)
+            if "out_dir" in notebook_parameters(path): injected["out_dir"] = str(staging)
+            out_nb = staging / f"{name}.ipynb"
+            for w in prep.warnings: log.note(f"warning: {w}")
+            log.note(f"running {path} (profile {profile}) with {json.dumps(_jsonable(injected))}")
+            env = {INPUT_LOG_ENV: staging / ".inputs.log", MODEL_LOG_ENV: staging / ".models.jsonl",
+                   STAGE_LOG_ENV: staging / ".stages.jsonl",
+                   **({"VLBIAS_VERIFY_GENERATED": "1"} if verify else {})}
+            t0 = time.time()
             with _environ(env):
                 pm.execute_notebook(str(path), str(out_nb), parameters=injected, progress_bar=progress, cwd=str(path.parent),
                                     kernel_name=kernel_name, log_output=False, stdout_file=log, stderr_file=log,
                                     kernel_manager_class=_kernel_manager_class(log.f))
         except PapermillExecutionError as e:
-            log.close()
-            kept = _keep_failed(staging, failed)
+            kept = keep()
             if e.ename == "KeyboardInterrupt":
-                raise RunInterrupted(f"{name} was interrupted; its partial notebook and outputs are kept in {kept}; {earlier}.") from None
+                quiet_stopped_kernel()
+                raise RunInterrupted(f"{name} was interrupted; {kept_in(kept)}; {earlier}.") from None
             first = (e.source or "").strip().splitlines()[:1]
             src_nb = nbformat.read(str(path), as_version=4)
             pidx = src_nb.cells.index(parameters_cell(src_nb))
@@ -956,15 +1134,15 @@ def _run_notebook(path, profile: str = "smoke", overrides: dict | None = None, o
                             f"it writable (or write elsewhere with --out), and run again.",)
             raise err from None
         except KeyboardInterrupt:
-            log.close(); kept = _keep_failed(staging, failed)
-            raise RunInterrupted(f"{name} was interrupted; its partial notebook and outputs are kept in {kept}; {earlier}.") from None
-        except OSError as e:                               # the executed notebook could not be written: no space, ...
-            log.close(); kept = _keep_failed(staging, failed)
-            raise RunEnvironmentError(f"{describe_os_error(e)}. What {name} wrote is kept in {kept}; {earlier}.") from None
+            quiet_stopped_kernel(); kept = keep()
+            raise RunInterrupted(f"{name} was interrupted; {kept_in(kept)}; {earlier}.") from None
+        except OSError as e:                               # the staging folder or the executed notebook could not be written
+            kept = keep()
+            raise RunEnvironmentError(f"{describe_os_error(e)}. {kept_in(kept, f'What {name} wrote is')}; {earlier}.") from None
         except Exception as e:                             # kernel death, ...: keep what was executed too
-            log.close(); kept = _keep_failed(staging, failed)
-            raise NotebookFailed(f"Notebook {name!r} ({path}) stopped: {type(e).__name__}: {str(e).rstrip('.')}. Whatever it "
-                                 f"wrote is kept in {kept}; {earlier}.") from e
+            kept = keep()
+            raise NotebookFailed(f"Notebook {name!r} ({path}) stopped: {type(e).__name__}: {str(e).rstrip('.')}. "
+                                 f"{kept_in(kept, 'Whatever it wrote is')}; {earlier}.") from e
         try:                                               # finishing: the notebook ran; nothing of it may be lost now
             _fix_out_dir_refs(out_nb, staging, final)
             if html: write_notebook_html(out_nb)
@@ -1014,12 +1192,13 @@ def publish_outputs(run_dir, dest=None, notebook=None) -> list[Path]:
     from vlbias_nb.run.site import publish_notebook
     run_dir = Path(run_dir); dest = Path(dest).absolute() if dest else figures_dir() / run_dir.name
     new = [f for sub in ("figures", "tables") for f in sorted((run_dir / sub).glob("*")) if f.is_file() and not f.name.startswith(".")]
+    refuse_non_folder(dest, "the published folder")            # before anything is copied, renamed or rewritten
     dest.parent.mkdir(parents=True, exist_ok=True)
     with output_lock(dest, say=_say):
         _recover_replace(dest)                                         # a publish killed between its two renames
         for old in dest.parent.glob(f".{dest.name}.publish-*"): shutil.rmtree(old, ignore_errors=True)   # killed ones
         files = new or ([p for p in sorted(dest.iterdir()) if p.is_file()] if dest.is_dir() else [])
-        need = sum(f.stat().st_size for f in files)
+        need = space_needed(files, run_dir, dest.parent, notebook)
         stage = dest.parent / f".{dest.name}.publish-{process_tag()}"
         page = Path(notebook).read_bytes() if notebook is not None else None
         try:
@@ -1035,12 +1214,13 @@ def publish_outputs(run_dir, dest=None, notebook=None) -> list[Path]:
                     with atomic_path(notebook) as tmp: Path(tmp).write_bytes(page)
                 except OSError: pass
             if not isinstance(e, OSError): raise
-            if str(getattr(e, "filename", None) or "").startswith(str(stage)): e = OSError(e.errno, e.strerror)   # not the staged name
+            if str(getattr(e, "filename", None) or "").startswith((str(stage), str(run_dir) + os.sep)):
+                e = OSError(e.errno, e.strerror)            # name the destination: not the staged name, nor the source in runs/ (copyfile's)
             before = f"{dest} still holds the previous publish, unchanged" if dest.is_dir() else f"nothing was published to {dest}"
             again = (f"publish again: `vlbias run {run_dir.name} --resume --publish` (with the same parameters) publishes the "
                      f"finished run in {run_dir} without running it again")
             if e.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
-                do = f"free at least {_human_bytes(need)} there (the new files; the notebook page needs a little more) and {again}"
+                do = f"free at least {_human_bytes(need)} there (the new files and the run record, in the file system's blocks) and {again}"
             elif e.errno in (errno.EBUSY, errno.EXDEV):       # a mount point cannot be replaced by a rename
                 do = f"{dest} is a mount point (or in use): publishing replaces it by a rename; unmount it and {again}"
             else: do = f"make it writable for you and {again}"
@@ -1089,17 +1269,111 @@ def run_order(names, # notebook names, in their analysis order
         return s if s is not None else float(static.get(n, 0))
     return sorted(names, key=lambda n: -secs(n))
 
+# %% ../../nbs/run/01_runner.ipynb #sigrun01
+def end_with_parent(parent_pid: int):
+    "Have this process get SIGTERM when its parent `parent_pid` dies: Linux's `prctl(PR_SET_PDEATHSIG)`, and a thread watching the parent."
+    import ctypes, threading
+    try: ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)        # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError): pass
+    def watch():
+        while os.getppid() == parent_pid: time.sleep(0.5)
+        os.kill(os.getpid(), signal.SIGTERM)
+    threading.Thread(target=watch, daemon=True, name="end-with-parent").start()
+
+def _child_signals(parent_pid: int):
+    "In a child of `reproduce -j N`: the first stop signal raises `KeyboardInterrupt`, later ones are ignored; it ends with its parent."
+    def ignore(signum, frame): pass             # not SIG_IGN: one already pending (SIGTERM after Ctrl-C) would print a "race condition"
+    def stop(signum, frame):
+        for s in STOP_SIGNALS: signal.signal(s, ignore)
+        quiet_stopped_kernel()
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+    for s in STOP_SIGNALS: signal.signal(s, stop)
+    stop_signals_unblocked()                # started inside the parent's `stop_signals_deferred`: a Ctrl-C of the start-up arrives now
+    end_with_parent(parent_pid)
+
+# %% ../../nbs/run/01_runner.ipynb #sigrun02
+def start_child(ctx, target, args: tuple):
+    """Start `target(conn, parent_pid, *args)` in a process of context `ctx`; returns `(process, conn)`. Call it inside
+    `stop_signals_deferred` and record the child before the block ends: a stop signal of the start then arrives once the
+    child is known (so it is stopped too), and the child inherits the signals blocked until its own handlers are set."""
+    if signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, []):
+        raise RuntimeError("start_child: call it inside stop_signals_deferred() (a signal of the start would lose the child)")
+    recv, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=target, args=(send, os.getpid(), *args), daemon=False)
+    proc.start()
+    send.close()
+    return proc, recv
+
+def _notebook_child(conn, parent_pid: int, path, profile, overrides, out_root, env: dict, kw: dict):
+    "One notebook of `reproduce -j N`, in a process of its own: signals set, its thread variables set, then `run_notebook` (no publishing)."
+    try:
+        _child_signals(parent_pid)                  # a Ctrl-C of the start-up arrives here: reported, not a traceback
+        os.environ.update(env)                      # the kernel papermill starts inherits them
+        result = ("done", str(run_notebook(path, profile, overrides, out_root, progress=False, publish=False, **kw)))
+    except BaseException as e: result = ("failed", e)
+    try:
+        try: conn.send(result)
+        except (TypeError, AttributeError, pickle.PicklingError): conn.send(("failed", RuntimeError(f"{type(result[1]).__name__}: {result[1]}")))
+        conn.close()
+    except OSError: pass                            # the parent is gone (kill -9): nobody to tell
+
+def child_result(conn, proc, name: str, timeout: float = 10.0) -> tuple:
+    "`('done', out folder)` or `('failed', error)` of a child; a child that ended without a word is a failure naming its exit code."
+    try:
+        if conn.poll(timeout): return conn.recv()
+    except (EOFError, OSError): pass
+    except Exception as e: return ("failed", NotebookFailed(f"the result of {name} could not be read ({type(e).__name__}: {e})"))
+    finally:
+        proc.join(timeout); conn.close()
+    return ("failed", NotebookFailed(f"the process running {name} ended without a result (exit code {proc.exitcode})"))
+
+# %% ../../nbs/run/01_runner.ipynb #sigrun03
+def stop_children(children: dict, # {notebook: (process, conn)} of the running children
+                  out_root: Path, grace: float = 30.0) -> dict:
+    """Stop every child and whatever it started: SIGTERM, up to `grace` s to keep its partial run, then SIGKILL; the
+    processes they started (kernels, their workers) end too. Returns `{notebook: where its partial run is}`."""
+    import psutil
+    started = []
+    for p, _ in children.values():
+        try: started += psutil.Process(p.pid).children(recursive=True)
+        except psutil.Error: pass
+    for p, _ in children.values():
+        if p.is_alive():
+            try: os.kill(p.pid, signal.SIGTERM)
+            except ProcessLookupError: pass
+    deadline, kept = time.monotonic() + grace, {}
+    for n, (p, conn) in children.items():
+        status, value = child_result(conn, p, n, timeout=max(0.0, deadline - time.monotonic()))
+        if p.is_alive(): p.kill(); p.join(5)
+        if status == "done": kept[n] = f"finished in {value} (not published)"
+        elif isinstance(value, RunInterrupted): kept[n] = str(value.args[0] if value.args else value)
+        else:                                # ended by the stop before its run began (starting up), or failing as it stopped
+            left = sorted((Path(out_root) / ".staging").glob(f"{n}.*")) + ([Path(out_root) / "failed" / n] if (Path(out_root) / "failed" / n).exists() else [])
+            early = isinstance(value, KeyboardInterrupt) or p.exitcode in (-signal.SIGTERM, -signal.SIGKILL)
+            kept[n] = ("stopped before its run began, " if early else f"stopped ({type(value).__name__}: {value}), ") + \
+                      (f"what it wrote is in {left[-1]}" if left else "nothing was written")
+    for k in started:                        # kernels end with their parent (ipykernel's poller); whatever is left, here
+        try: k.wait(timeout=3)
+        except psutil.TimeoutExpired:
+            try: k.kill(); k.wait(timeout=3)
+            except psutil.Error: pass
+        except psutil.Error: pass
+    stop_resource_tracker()
+    return kept
+
+def stop_resource_tracker():
+    """End multiprocessing's resource tracker, the helper process the spawn context starts with the first child: it
+    ignores SIGINT and SIGTERM and leaves only when the last handle to it closes, so it would outlive the command a moment."""
+    from multiprocessing import resource_tracker
+    try: resource_tracker._resource_tracker._stop()       # closes its pipe and waits for it (CPython 3.8+)
+    except (AttributeError, OSError, ChildProcessError): pass
+
 # %% ../../nbs/run/01_runner.ipynb #19bb03b3
 def publish_site(wait: bool = True, lock_timeout: float | None = None) -> dict:
     """After `--publish`: the home page (the results ledger), the navigation and the README's summary counts, under
     the lock of `figures/` (`vlbias_nb.run.site.publish_home`); returns the summary counts."""
     from vlbias_nb.run.site import publish_home
     with output_lock(figures_dir(), wait=wait, timeout=lock_timeout, say=_say): return publish_home()
-
-def _run_in_child(path, profile, overrides, out_root, env: dict, kw: dict) -> str:
-    "One notebook of `reproduce -j N`, in a process of its own: its thread variables set, then `run_notebook` (no publishing)."
-    os.environ.update(env)                          # the kernel papermill starts inherits them
-    return str(run_notebook(path, profile, overrides, out_root, progress=False, publish=False, **kw))
 
 def running_cells(out_root, name: str) -> str:
     "'done/total' code cells of notebook `name` running in `out_root`'s staging folder (papermill saves after each cell), or ''."
@@ -1113,40 +1387,50 @@ def running_cells(out_root, name: str) -> str:
 def _reproduce_parallel(nbs: dict, jobs: int, profile: str, ov: dict, out_root: Path, publish: bool, progress: bool, kw: dict) -> dict:
     """Run `nbs` up to `jobs` at a time, longest first (`run_order`), each in a fresh process whose kernel gets
     `thread_environment(jobs)`; publish each finished run here, one at a time. After a failure no further notebook
-    starts, the running ones finish, then the first failure is raised."""
+    starts, the running ones finish, then the first failure is raised. SIGINT, SIGTERM or SIGHUP stop every running
+    notebook (`stop_children`) before this returns, and the message says where each partial run is."""
     import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor, wait as wait_for, FIRST_COMPLETED
+    from multiprocessing.connection import wait as wait_for
     from tqdm.auto import tqdm
+    ctx = mp.get_context("spawn")
     env, queue = thread_environment(jobs), run_order(list(nbs), out_root, profile)
     for seed in sorted({resolve_parameters(p, profile, ov[n]).get("seed", 0) for n, p in nbs.items()}):
         profile_environment(profile, seed)            # the rehearsal's data sets: generated once, here, before the children
-    done, running, failure = {}, {}, None
+    done, running, failure, publishing = {}, {}, None, None
     bar = tqdm(total=len(queue), desc=f"notebooks ({profile}, {jobs} at a time)", unit="nb", disable=not progress)
     note = (lambda m: bar.write(f"vlbias: {m}", file=sys.stderr)) if progress else (lambda m: None)
     note(f"{jobs} notebooks at a time, {env['OMP_NUM_THREADS']} thread(s) each; order: {', '.join(queue)}")
-    ex = ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"), max_tasks_per_child=1)
     try:
-        while queue or running:
-            while queue and failure is None and len(running) < jobs:
-                n = queue.pop(0)
-                running[ex.submit(_run_in_child, str(nbs[n]), profile, ov[n], str(out_root), env, kw)] = (n, time.time())
-            if not running: break
-            finished, _ = wait_for(list(running), timeout=3, return_when=FIRST_COMPLETED)
-            for f in finished:
-                n, t0 = running.pop(f)
-                try: d = Path(f.result())
-                except BaseException as e:               # NotebookFailed, RunEnvironmentError, OutputBusyError, ...
-                    failure = failure or e; note(f"{n} failed after {time.time() - t0:.0f} s; no further notebook starts"); continue
-                if publish: publish_outputs(d, notebook=nbs[n])    # serialised: only this process publishes
-                done[n] = d; bar.update(1); note(f"{n} done in {time.time() - t0:.0f} s")
-            bar.set_postfix_str("; ".join(f"{n} {running_cells(out_root, n)} {time.time() - t0:.0f} s".replace("  ", " ")
-                                          for n, t0 in running.values()))
+        with stop_signals_interrupt():
+            while queue or running:
+                while queue and failure is None and len(running) < jobs:
+                    with stop_signals_deferred():          # the child is recorded before a stop signal can arrive
+                        n = queue.pop(0)
+                        proc, conn = start_child(ctx, _notebook_child, (str(nbs[n]), profile, ov[n], str(out_root), env, kw))
+                        running[conn] = (n, proc, time.time())
+                if not running: break
+                ready = set(wait_for([*running, *(p.sentinel for _, p, _ in running.values())], timeout=3))
+                for conn in [c for c, (_, p, _) in running.items() if c in ready or p.sentinel in ready]:
+                    n, proc, t0 = running.pop(conn)
+                    status, value = child_result(conn, proc, n)
+                    if status != "done":                   # NotebookFailed, RunEnvironmentError, OutputBusyError, ...
+                        failure = failure or value; note(f"{n} failed after {time.time() - t0:.0f} s; no further notebook starts"); continue
+                    d = Path(value)
+                    if publish: publishing = n; publish_outputs(d, notebook=nbs[n]); publishing = None   # serialised: only this process publishes
+                    done[n] = d; bar.update(1); note(f"{n} done in {time.time() - t0:.0f} s")
+                bar.set_postfix_str("; ".join(f"{n} {running_cells(out_root, n)} {time.time() - t0:.0f} s".replace("  ", " ")
+                                              for n, _, t0 in running.values()))
     except KeyboardInterrupt:
-        ex.shutdown(wait=True, cancel_futures=True)     # each running notebook keeps what it wrote under failed/
-        raise RunInterrupted(f"interrupted; finished: {', '.join(done) or 'none'}; the notebooks that were running keep "
-                             f"their partial outputs under {out_root / 'failed'}; earlier good runs are untouched.") from None
+        with stop_signals_ignored():                       # the stop itself is not cut short by a second signal
+            kept = stop_children({n: (p, c) for c, (n, p, _) in running.items()}, out_root)
+        bar.close()
+        parts = [f"finished: {', '.join(done) or 'none'}"]
+        if publishing: parts.append(f"{publishing} finished in {out_root / publishing} but was not published (publish it with "
+                                    f"`vlbias run {publishing} --resume --publish`)")
+        parts += [f"{n}: {where}" for n, where in kept.items()]
+        raise RunInterrupted("interrupted; " + "; ".join(parts) + "; earlier good runs are untouched; no process of the run is left.") from None
     finally:
-        ex.shutdown(wait=True, cancel_futures=True); bar.close()
+        bar.close()
     if failure is not None: raise failure
     return {n: done[n] for n in nbs if n in done}
 
@@ -1195,7 +1479,9 @@ def check_notebooks(profile: str = "smoke", names=None, overrides: dict | None =
         if names and n not in names: continue
         params = resolve_parameters(p, profile, {k: v for k, v in (overrides or {}).items() if k in notebook_parameters(p)})
         with _environ(profile_environment(profile, params.get("seed", 0))):          # as a run would see them
-            for c in check_inputs(p, _absolute(notebook_parameters(p), params), profile, sizes=sizes): rows.append({"notebook": n, **asdict(c)})
+            params = _absolute(notebook_parameters(p), params)
+            checks = read_given_files(notebook_parameters(p), params, check_inputs(p, params, profile, sizes=sizes))   # -p files read, as a run reads them first
+            rows += [{"notebook": n, **asdict(c)} for c in checks]
     cols = ["notebook", "parameter", "kind", "source", "required", "status", "size", "where", "how", "fingerprint"]
     return pd.DataFrame(rows, columns=cols)
 
@@ -1211,37 +1497,41 @@ def format_check(df) -> str:
     for n, g in df.groupby("notebook", sort=False):
         out.append(n)
         for r in g.itertuples():
-            flag = {"present": "ok", "absent": "absent", "download": "download", "skipped": "-"}.get(r.status, "MISSING")
+            flag = {"present": "ok", "absent": "absent", "download": "download", "skipped": "-", "unreadable": "UNREADABLE", "malformed": "MALFORMED"}.get(r.status, "MISSING")
+            if r.kind == "release" and r.status == "present" and r.fingerprint == "variant": flag = "variant"
             if r.status in ("missing", "unknown") and not r.required: flag = "absent"
             out.append(f"  {flag:<9}{r.parameter:<26}{r.kind:<11}{_human(r.size):>9}  {str(r.source)[:60]:<60}  {r.where if isinstance(r.where, str) else ''}")
-            if r.status in ("missing", "unknown", "absent", "download") and r.how:
+            if r.status in ("missing", "unknown", "absent", "download", "unreadable", "malformed") and r.how or flag == "variant":
                 out += [f"             {l}" for l in str(r.how).splitlines()]
     return "\n".join(out)
 
 # %% ../../nbs/run/01_runner.ipynb #a36c0d03
 def release_checks() -> list[dict]:
     """One row per released model-output set of `vlbias_nb.data.releases.RELEASES` (the authors' LIC captions, GAB
-    per-item scores, SocialCounterfactuals kept sets): its folder, whether a complete local copy is there
-    (`has_release`), how many of its checksummed files are, and the variable that points at it."""
-    from vlbias_nb.data.releases import RELEASES, has_release, release_folder, release_checksums
+    per-item scores, SocialCounterfactuals kept sets): its folder, what its local copy is (`verify_release`: verified,
+    absent, damaged or an accepted variant), how many of its pinned files are there intact, what differs, and the
+    variable that points at it."""
+    from vlbias_nb.data.releases import RELEASES, verify_release, release_problems, release_checksums
     rows = []
     for name, r in RELEASES.items():
-        folder, files = release_folder(name), release_checksums(name)
-        n = sum((folder / rel).is_file() for rel in files) if folder.is_dir() else 0
-        rows.append({"release": name, "title": r["title"], "env": r["env"], "default": r["default"], "folder": str(folder),
-                     "status": "present" if has_release(name) else "absent", "files": n, "files_expected": len(files),
-                     "source": f"{r['repository']}@{r['commit'][:7]}"})
+        s = verify_release(name)
+        rows.append({"release": name, "title": r["title"], "env": r["env"], "default": r["default"], "folder": s.folder,
+                     "status": s.status, "files": len(s.sha256) - len(s.modified), "files_expected": len(release_checksums(name)),
+                     "source": f"{r['repository']}@{r['commit'][:7]}", "unreadable": bool(s.unreadable),
+                     "problems": release_problems(s) if s.status in ("damaged", "variant") else ""})
     return rows
 
 def format_releases(rows: list[dict]) -> str:
-    "The block `vlbias check` prints for `release_checks()`: present / absent, the folder, and the variable to set."
-    out = ["released model outputs (read where present; a notebook without them says what it skips)"]
+    "The block `vlbias check` prints for `release_checks()`: ok / absent / DAMAGED / variant, the folder, and what to do."
+    out = ["released model outputs (each file checked against its pinned SHA-256; a notebook without them says what it skips)"]
     for r in rows:
-        flag = "ok" if r["status"] == "present" else "absent"
+        flag = {"verified": "ok", "absent": "absent", "variant": "variant"}.get(r["status"], "DAMAGED")
         out.append(f"  {flag:<9}{r['release']:<26}{r['env']:<22}{r['files']:>4} of {r['files_expected']:<4} files  {r['folder']}")
-        if r["status"] != "present":
+        if r["status"] == "absent":
             out.append(f"             {r['title']}: set {r['env']} to its folder (default {r['default']} inside "
                        f"{DATA_ENV}), or copy it from {r['source']}")
+        elif r["problems"]:
+            out += [f"             {l}" for l in textwrap.wrap(r["problems"], 110)]
     return "\n".join(out)
 
 # %% ../../nbs/run/01_runner.ipynb #6f3b84f2
@@ -1294,7 +1584,11 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("names", nargs="*", metavar="NAME")
     c.add_argument("--profile", default="smoke", choices=profile_names())
     c.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"))
+    variant = dict(action="append", default=[], metavar="RELEASE", help="accept this release's local copy although it differs "
+                   "from the pinned files (a deliberate variant: recorded in run.json and shown on the page)")
+    c.add_argument("--release-variant", **variant)
     def run_options(x):
+        x.add_argument("--release-variant", **variant)
         x.add_argument("--profile", default="smoke", choices=profile_names())
         x.add_argument("--out", help="output folder (default: runs/<profile> in the checkout)")
         x.add_argument("--publish", action="store_true", help="also copy figures and tables into figures/")
@@ -1339,10 +1633,25 @@ def _check_command(args) -> int:
     for w in environment_warnings(): _say(f"warning: {w}")
     t = check_notebooks(args.profile, args.names, dict(args.parameter))
     print(format_check(t))
-    if not args.names: print("\n" + format_releases(release_checks()))
-    bad = t[t.required & t.status.isin(["missing", "unknown"])]
-    print(f"\n{len(bad)} required input(s) missing." if len(bad) else "\nEvery required input is here.")
-    return EXIT_INPUT if len(bad) else 0
+    rel = release_checks()
+    if not args.names: print("\n" + format_releases(rel))
+    bad = t[t.required & t.status.isin([s for s in REFUSED_STATUSES if s != "unreadable"])]   # unreadable: the environment, below
+    unreadable = t[t.required & (t.status == "unreadable")]
+    damaged = [r["release"] for r in rel if r["status"] == "damaged" and not r["unreadable"]]
+    if not args.names: bad = bad[bad.kind != "release"]                  # counted once, by the releases block
+    n = len(bad) + (len(damaged) if not args.names else 0)
+    word = "missing or malformed" if (bad.status == "malformed").any() else "missing"
+    print(f"\n{n} required input(s) {word}." if n else f"\n{len(unreadable)} input(s) cannot be read (permissions)."
+          if len(unreadable) or (not args.names and any(r["unreadable"] for r in rel)) else "\nEvery required input is here.")
+    return EXIT_INPUT if n else EXIT_ENVIRONMENT if len(unreadable) or (not args.names and any(r["unreadable"] for r in rel)) else 0
+
+def _accept_release_variants(names: list) -> None:
+    "`--release-variant NAME ...`: set `$VLBIAS_RELEASE_VARIANTS` for this command and its kernels (unknown names: exit 2)."
+    from vlbias_nb.data.releases import RELEASES, RELEASE_VARIANTS_ENV
+    if not names: return
+    if (unknown := sorted(set(names) - set(RELEASES))):
+        raise ParameterError(f"--release-variant {', '.join(unknown)}: no such release; the releases are {', '.join(RELEASES)}")
+    os.environ[RELEASE_VARIANTS_ENV] = ",".join(sorted(set(names)))
 
 def main(argv=None) -> int:
     "Entry point of the `vlbias` console script."
@@ -1352,6 +1661,7 @@ def main(argv=None) -> int:
     try:
         if args.cmd == "list": print(format_parameters(names=args.names)); return 0
         check_path_variables()                     # a VLBIAS_* variable naming a file where a folder is expected: exit 2
+        _accept_release_variants(getattr(args, "release_variant", []))
         if args.cmd == "check": return _check_command(args)
         if args.cmd == "generate": return _generate_command(args)
         if args.cmd == "reproduce":

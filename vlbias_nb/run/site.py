@@ -4,7 +4,7 @@
 
 # %% ../../nbs/run/02_site.ipynb #85c252fb
 from __future__ import annotations
-import copy, json, os, re, subprocess, tempfile
+import copy, json, math, os, re, subprocess, tempfile
 from pathlib import Path
 import nbformat
 from ..paths import project_root, data_root, write_text_atomic
@@ -12,18 +12,22 @@ from ..resources import read_resource_yaml
 
 # %% auto #0
 __all__ = ['RUN_RECORD_TAG', 'PROFILE_NOTES', 'PUBLISHED_PATHS', 'PRIVATE_RECORD_KEYS', 'README_START', 'README_END',
-           'LIBRARY_LAYERS', 'CARDS_CHECK_LABEL', 'LIBRARY_OVERVIEW', 'PLUMBING_DIRECTIVE', 'METHOD_DIRECTIVE',
-           'FOLD_MARKER', 'RESULTS_TAG', 'PREVIEW_IMAGE', 'LEDGER_LABEL', 'RESULTS_INTRO', 'HIDE_INPUT_TAG',
+           'LIBRARY_LAYERS', 'PIPELINE_CHECK_WEIGHTS', 'LIBRARY_OVERVIEW', 'PLUMBING_DIRECTIVE', 'METHOD_DIRECTIVE',
+           'FOLD_MARKER', 'RESULTS_TAG', 'PREVIEW_IMAGE', 'LEDGER_LABEL', 'RESULTS_INTRO', 'SECTION_TAG',
+           'SECTION_SUMMARY', 'FIGURE_DIR', 'MIN_FIGURE_TEXT_PX', 'FIGURE_MARKDOWN', 'HIDE_INPUT_TAG', 'QUARTO_COLUMN',
            'absolute_paths', 'path_replacements', 'scrub_paths', 'PublishError', 'collapse_carriage_returns',
-           'clean_outputs', 'unpublished_pathspec', 'device_text', 'changed_parameters', 'run_record_markdown',
-           'nbdev_clean_notebook', 'merge_run_outputs', 'notebook_defaults_of', 'publish_notebook', 'execute_in_place',
-           'readme_summary', 'update_readme_summary', 'notebook_front_matter', 'notebook_title', 'library_pages',
-           'card_pages', 'cards_section_title', 'page_file', 'analysis_notebooks', 'analysis_name', 'analysis_hrefs',
-           'notebook_description', 'library_overview_markdown', 'show_library_overview', 'menu_label',
-           'site_navigation', 'write_navigation', 'plumbing_reason', 'label_title', 'inline_markdown', 'raw_backticks',
-           'tidy_output_html', 'repair_link', 'repair_markdown_links', 'headlines', 'headline_outputs',
-           'analysis_ledger_html', 'results_section', 'fold_code', 'process_page', 'site_files', 'SiteProc',
-           'process_docs', 'as_quarto_shows', 'render_html', 'publish_home']
+           'clean_outputs', 'unpublished_pathspec', 'device_text', 'changed_parameters', 'release_variant_text',
+           'run_record_markdown', 'nbdev_clean_notebook', 'merge_run_outputs', 'notebook_defaults_of',
+           'publish_notebook', 'execute_in_place', 'readme_summary', 'update_readme_summary', 'notebook_front_matter',
+           'notebook_title', 'library_pages', 'card_pages', 'card_weights', 'card_label', 'card_entries', 'page_file',
+           'analysis_notebooks', 'analysis_name', 'analysis_hrefs', 'notebook_description', 'library_overview_markdown',
+           'show_library_overview', 'menu_label', 'site_navigation', 'write_navigation', 'plumbing_reason',
+           'label_title', 'inline_markdown', 'raw_backticks', 'tidy_output_html', 'repair_link',
+           'repair_markdown_links', 'headlines', 'headline_outputs', 'analysis_ledger_html', 'results_section',
+           'fold_sections', 'documented_anchors', 'local_link', 'local_links', 'drop_empty_columns', 'svg_text_sizes',
+           'figure_text_px', 'legible_width', 'saved_figures', 'show_figure_names', 'figure_markdown', 'figure_html',
+           'link_figures', 'fold_code', 'process_page', 'site_files', 'site_anchors', 'site_host', 'SiteProc',
+           'process_docs', 'as_quarto_shows', 'pandoc_id', 'display_math_boxes', 'render_html', 'publish_home']
 
 # %% ../../nbs/run/02_site.ipynb #ba9df720
 _ABS_PATH = re.compile(r"(?:^|(?<=[\s'\"(=\[,:]))(/(?:[\w.+@-]+/)+[\w.+@-]*)")
@@ -46,10 +50,13 @@ def path_replacements(extra: dict | None = None) -> list[tuple[str, str]]:
     return sorted(pairs.items(), key=lambda kv: -len(kv[0]))
 
 def scrub_paths(text: str, replacements) -> str:
-    "`text` with each absolute prefix of `replacements` replaced (see `path_replacements`)."
-    for a, b in replacements:
-        if a: text = text.replace(a, b)
-    return text
+    """`text` with each absolute prefix of `replacements` replaced (see `path_replacements`); embedded `data:` images are
+    left as they are (their base64 may spell `/tmp` or a home folder: replacing it damaged an image)."""
+    pieces = re.split(f"({_DATA_URI.pattern})", text)
+    for i in range(0, len(pieces), 2):
+        for a, b in replacements:
+            if a: pieces[i] = pieces[i].replace(a, b)
+    return "".join(pieces)
 
 # %% ../../nbs/run/02_site.ipynb #a4de054d
 class PublishError(RuntimeError):
@@ -111,6 +118,18 @@ def changed_parameters(record: dict, defaults: dict) -> dict:
     got = record.get("parameters", {}) or {}
     return {k: v for k, v in got.items() if k != "out_dir" and (k not in defaults or json.dumps(defaults[k], default=str) != json.dumps(v, default=str))}
 
+def release_variant_text(record: dict) -> str:
+    "' **Released data: a local variant** ...' for each release a run read as a deliberate variant (`run.json`'s `releases`), else ''."
+    out = ""
+    for name, r in sorted((record.get("releases") or {}).items()):
+        if r.get("status") != "variant": continue
+        repo, _, commit = str(r.get("pinned", "?")).partition("@")
+        differ = [f"{len(r.get(k) or [])} {w}" for k, w in (("modified", "modified"), ("missing", "missing"), ("extra", "extra")) if r.get(k)]
+        out += (f" **Released data: a local variant of the {name} release** (`--release-variant {name}`), not the pinned "
+                f"`{repo}@{commit[:7]}`: {', '.join(differ) or 'files differ'} file(s); the numbers "
+                f"from it are not the authors' released outputs.")
+    return out
+
 def run_record_markdown(name: str, record: dict, defaults: dict | None = None, repo_url: str | None = None) -> str:
     "The header of a published analysis page (see above)."
     prof = record.get("profile", "?")
@@ -126,7 +145,8 @@ def run_record_markdown(name: str, record: dict, defaults: dict | None = None, r
     note = PROFILE_NOTES.get(prof, "")
     return ("::: {.callout-note appearance=\"simple\"}\n"
             f"**The outputs on this page** come from `vlbias run {name} --profile {prof} --publish`, {where}, {when}"
-            f"{dur}{dev}. Profile *{prof}*: {note} Parameters: {params}. Every table and figure of the run is in {files}.\n"
+            f"{dur}{dev}. Profile *{prof}*: {note} Parameters: {params}. Every table and figure of the run is in {files}."
+            f"{release_variant_text(record)}\n"
             ":::")
 
 # %% ../../nbs/run/02_site.ipynb #00721595
@@ -269,7 +289,9 @@ LIBRARY_LAYERS = {"": "Foundations", "data": "Data", "zoo": "Model zoo", "method
                   "papers": "Papers", "run": "Running and publishing"}
 
 def library_pages(nbs) -> list:
-    "The library notebooks as sidebar entries: one section per layer (`LIBRARY_LAYERS`), the papers one section each."
+    """The library notebooks as sidebar entries: one section per layer (`LIBRARY_LAYERS`), the papers one section each in
+    the order of `papers()`; a folder of `papers/` that is none of them (a benchmark beside them, e.g. DataComp's fairness
+    suite) after them, named by its first notebook's title and marked as a benchmark."""
     nbs = Path(nbs)
     def rel(ps): return [p.relative_to(nbs).as_posix() for p in sorted(ps)]
     out = []
@@ -278,8 +300,10 @@ def library_pages(nbs) -> list:
         if sub == "papers":
             from vlbias_nb.report import papers
             names = dict(zip(papers().slug, papers().paper_name))
-            secs = [{"section": names.get(w.name, w.name), "contents": rel(w.glob("[0-9]*.ipynb"))}
-                    for w in sorted(d.iterdir()) if w.is_dir() and list(w.glob("[0-9]*.ipynb"))] if d.exists() else []
+            folders = [w for w in sorted(d.iterdir()) if w.is_dir() and list(w.glob("[0-9]*.ipynb"))] if d.exists() else []
+            folders.sort(key=lambda w: (w.name not in names, list(names).index(w.name) if w.name in names else 0, w.name))
+            secs = [{"section": names.get(w.name) or f"{notebook_title(sorted(w.glob('[0-9]*.ipynb'))[0])} (benchmark)",
+                     "contents": rel(w.glob("[0-9]*.ipynb"))} for w in folders]
             if secs: out.append({"section": title, "contents": secs})
             continue
         pages = rel(d.glob("[0-9]*.ipynb")) if d.exists() else []
@@ -293,17 +317,33 @@ def card_pages(nbs) -> list[str]:
     pages = [p for p in d.glob("*.md") if not p.name.startswith(("_", "."))] if d.is_dir() else []
     return [p.relative_to(nbs).as_posix() for p in sorted(pages, key=lambda p: (p.stem != "leaderboard", p.stem))]
 
-CARDS_CHECK_LABEL = "pipeline check: what a card looks like"
+PIPELINE_CHECK_WEIGHTS = ("random", "planted")     # a card of such weights (`model.weights_mode`) is a pipeline check
 
-def cards_section_title(nbs, cards) -> str:
-    """The navbar's entry of the model cards (the sidebar's section is "Model cards"): "Model cards", and while every published card's weights are random or
-    planted (`card.json`: `model.weights_mode`), also that they are a pipeline check showing what a card looks like."""
-    modes = []
-    for c in cards:
-        f = Path(nbs) / Path(c).with_suffix("") / "card.json"
-        if f.exists(): modes.append(json.loads(f.read_text(encoding="utf-8")).get("model", {}).get("weights_mode"))
-    checks = bool(modes) and all(m in ("random", "planted") for m in modes)
-    return f"Model cards ({CARDS_CHECK_LABEL})" if checks else "Model cards"
+def card_weights(nbs, page: str) -> str | None:
+    "The weights mode of the card page `page` (its `card.json`: `model.weights_mode`), else None."
+    f = Path(nbs) / Path(page).with_suffix("") / "card.json"
+    return json.loads(f.read_text(encoding="utf-8")).get("model", {}).get("weights_mode") if f.exists() else None
+
+def card_label(nbs, page: str) -> str:
+    """The navigation's label of the card page `page` (`card_pages`). The leaderboard: "Leaderboard (N cards)", saying how
+    many of them are pipeline checks; a card: its title, marked as a pipeline check while its weights are random or
+    planted (`card_weights`)."""
+    nbs, p = Path(nbs), Path(page)
+    if p.stem == "leaderboard":
+        cards = [c for c in card_pages(nbs) if Path(c).stem != "leaderboard"]
+        n, k = len(cards), sum(card_weights(nbs, c) in PIPELINE_CHECK_WEIGHTS for c in cards)
+        what = f"{n} card{'s' if n != 1 else ''}"
+        if k: what += (": a pipeline check" if n == 1 else ": all pipeline checks") if k == n else f", {k} of them {'a pipeline check' if k == 1 else 'pipeline checks'}"
+        return f"Leaderboard ({what})"
+    text = (nbs / p).read_text(encoding="utf-8") if (nbs / p).exists() else ""
+    m = re.search(r'^title:\s*"?(.*?)"?\s*$', text.split("\n---", 1)[0], re.M)
+    title = m.group(1) if m else p.stem
+    mode = card_weights(nbs, page)
+    return f"{title} ({mode} weights: a pipeline check)" if mode in PIPELINE_CHECK_WEIGHTS else title
+
+def card_entries(nbs, cards) -> list[dict]:
+    "The model card pages as navigation entries (`text`: `card_label`, `href`), the leaderboard first."
+    return [{"text": card_label(nbs, c), "href": c} for c in cards]
 
 # %% ../../nbs/run/02_site.ipynb #rd000002
 def page_file(rel) -> str:
@@ -389,15 +429,15 @@ def site_navigation(nbs=None) -> dict:
     sections = [{"section": p, "contents": by_paper[p]} for p in papers().paper_name if p in by_paper]
     library, cards = library_pages(nbs), card_pages(nbs)
     overview = [LIBRARY_OVERVIEW] if (nbs / LIBRARY_OVERVIEW).exists() else []
-    cards_title = cards_section_title(nbs, cards)
+    card_menu = card_entries(nbs, cards)
     sidebar = {"contents": [{"text": "Results ledger", "href": "index.ipynb"},
                             {"section": "Analyses", "contents": sections},
-                            *([{"section": "Model cards", "contents": cards}] if cards else []),
+                            *([{"section": "Model cards", "contents": card_menu}] if cards else []),
                             {"section": "Library reference", "contents": overview + library}]}
     navbar = {"left": [{"text": "Results", "href": "index.ipynb"},
                        {"text": "Analyses", "menu": [{"text": menu_label(s["section"], notebook_title(nbs / c)), "href": c}
                                                     for s in sections for c in s["contents"]]},
-                       *([{"text": cards_title, "href": cards[0]}] if cards else []),
+                       *([{"text": "Model cards", "menu": [dict(e) for e in card_menu]}] if cards else []),
                        {"text": "Library", "href": (overview or [_first_page(library) or "index.ipynb"])[0]}]}
     return {"website": {"sidebar": sidebar, "navbar": navbar}}
 
@@ -576,6 +616,236 @@ def results_section(name: str, cells, fragments, figures=None) -> list[dict]:
                                      metadata={"tags": [RESULTS_TAG]}, outputs=outs)
     return [dict(md), dict(code)]
 
+# %% ../../nbs/run/02_site.ipynb #sp000002
+SECTION_TAG = "vlbias-section"      # the Markdown cells `fold_sections` adds around a walk-through section
+
+SECTION_SUMMARY = "the rest of this section: its text, code, tables and figures"
+
+def fold_sections(cells) -> list:
+    """`cells` (a processed page) with the body of each `##` section — what follows the Markdown cell holding its
+    heading, up to the next such cell or the end — between two Markdown cells of its own (tag `SECTION_TAG`) that open
+    and close a disclosure (`SECTION_SUMMARY`); the heading and the prose of its cell stay visible (and in the table of
+    contents), the Results section (`RESULTS_TAG`) stays open. The disclosure opens after the heading so that pandoc's
+    `<section>` of the heading holds it whole."""
+    def fold(c): return dict(nbformat.v4.new_markdown_cell(c, metadata={"tags": [SECTION_TAG]}))
+    out, body = [], None                     # body: the cells of the section being folded
+    def close():
+        if body: out.extend([fold(f'<details class="vlbias-section">\n<summary>{FOLD_MARKER}{SECTION_SUMMARY}</summary>\n'), *body, fold("</details>")])
+    for c in cells:
+        src = _joined(c["source"]) if c.get("cell_type") == "markdown" else ""
+        if re.search(r"^##\s+\S", src, re.M):
+            if body is not None: close()
+            out.append(c)
+            body = [] if RESULTS_TAG not in ((c.get("metadata") or {}).get("tags") or []) else None
+        elif body is not None: body.append(c)
+        else: out.append(c)
+    if body is not None: close()
+    return out
+
+def documented_anchors(nb) -> set[str]:
+    """The anchors nbdev's pages document for the notebook `nb` (lower-cased, as nbdev links them): the public
+    functions and classes of its exported cells (nbdev adds their `show_doc`) and every name it calls `show_doc` on."""
+    import ast
+    names = set()
+    for c in nb.get("cells", []):
+        if c.get("cell_type") != "code": continue
+        src = _joined(c["source"])
+        names |= {m.group(1) for m in re.finditer(r"show_doc\(\s*([\w.]+)", src)}
+        if not re.search(r"^#\|\s*export\b", src, re.M): continue
+        try: body = ast.parse("\n".join(l for l in src.split("\n") if not l.lstrip().startswith(("%", "!")))).body
+        except SyntaxError: continue
+        names |= {n.name for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and not n.name.startswith("_")}
+    return {n.lower() for n in names}
+
+def local_link(target: str, # a link's target
+               page: str, # the page it is on (its notebook's path under nbs/)
+               host: str, # the deployed site's root URL, ending in "/"
+               anchors: dict | None = None, # page (`page_file`) → its documented anchors (`documented_anchors`); None: any
+              ) -> str:
+    """`target` as a local preview needs it: an absolute link into the site (`host`) made relative to `page`, its
+    fragment kept where the target page documents it, else that of its class (`Ledger.reproduced` → `ledger`), else
+    dropped. Any other link is returned unchanged."""
+    import posixpath
+    if not host or not target.startswith(host): return target
+    path, frag = (target[len(host):].split("#", 1) + [""])[:2]
+    if frag and anchors is not None and path in anchors and frag.lower() not in anchors[path]:
+        cls = frag.split(".")[0]
+        frag = cls if "." in frag and cls.lower() in anchors[path] else ""
+    rel = posixpath.relpath(path or "index.html", posixpath.dirname(page) or ".")
+    return rel + (f"#{frag}" if frag else "")
+
+def local_links(text: str, page: str, host: str, anchors: dict | None = None) -> str:
+    "Every Markdown and HTML link target of `text` made local (`local_link`)."
+    f = lambda m: m.group(1) + local_link(m.group(2), page, host, anchors) + m.group(3)
+    return re.sub(r'((?:href|src)=")([^"]+)(")', f, re.sub(r"(\]\()([^)\s]+)(\))", f, text))
+
+def _cells_of_row(row: str) -> list[str]: return re.findall(r"<t[dh][^>]*>.*?</t[dh]>", row, re.S)
+
+def _blank(cell_html: str) -> bool:
+    import html as _h
+    return _h.unescape(re.sub(r"<[^>]+>", "", cell_html)).strip() in ("", "<NA>", "nan", "NaN", "None")
+
+def drop_empty_columns(table_html: str) -> tuple[str, str]:
+    """A table beside the paper (HTML, one header row) whose `ours` is empty in every row without its empty columns;
+    a `comparable` and `reason` that are the same in every row dropped too and returned as a note
+    ("not compared: <reason>"). Any other table is returned as it is, with an empty note."""
+    import html as _h
+    m = re.search(r"<table.*?</table>", table_html, re.S)
+    if not m: return table_html, ""
+    rows = re.findall(r"<tr[^>]*>.*?</tr>", m.group(0), re.S)
+    if len(rows) < 2: return table_html, ""
+    grid = [_cells_of_row(r) for r in rows]
+    head = [_h.unescape(re.sub(r"<[^>]+>", "", c)).strip() for c in grid[0]]
+    body = [g for g in grid[1:] if len(g) == len(head)]
+    if "ours" not in head or len(body) != len(grid) - 1 or not all(_blank(g[head.index("ours")]) for g in body): return table_html, ""
+    drop = {i for i in range(len(head)) if all(_blank(g[i]) for g in body)}
+    note = ""
+    if {"comparable", "reason"} <= set(head):
+        ci, ri = head.index("comparable"), head.index("reason")
+        if len({g[ci] for g in body}) == 1 and len({g[ri] for g in body}) == 1:
+            drop |= {ci, ri}; note = "not compared: " + _h.unescape(re.sub(r"<[^>]+>", "", body[0][ri])).strip()
+    new = m.group(0)
+    for r, g in zip(rows, grid):
+        new = new.replace(r, re.sub(r"(<tr[^>]*>).*(</tr>)", lambda x: x.group(1) + "".join(c for i, c in enumerate(g) if i not in drop) + x.group(2), r, count=1, flags=re.S), 1)
+    return table_html.replace(m.group(0), new, 1), note
+
+# %% ../../nbs/run/02_site.ipynb #fg000002
+FIGURE_DIR = "figures"          # beside a processed analysis page: the full-resolution copies of its figures
+MIN_FIGURE_TEXT_PX = 9          # the smallest text of a figure at its rendered size, in CSS px (issue 43)
+
+def svg_text_sizes(svg: str) -> tuple[float, list[float]]:
+    """`(width, font sizes)` of a matplotlib SVG, in pt: the `<svg>`'s width and the size of each text (matplotlib draws
+    a text as a `<g id="text_N">` of glyph paths scaled by size / 100)."""
+    w = re.search(r'<svg\b[^>]*\bwidth="([\d.]+)pt"', svg)
+    if not w: raise ValueError("not a matplotlib SVG: its <svg> element has no width in pt")
+    sizes = []
+    for block in re.split(r'<g id="text_\d+">', svg)[1:]:
+        m = re.search(r"scale\(([\d.]+) -\1\)", block)
+        if m: sizes.append(round(float(m.group(1)) * 100, 3))
+    return float(w.group(1)), sizes
+
+def figure_text_px(svg: str, width_px: float) -> float | None:
+    "The smallest text of the figure `svg` (its saved SVG) shown `width_px` wide, in px; None when it has no text."
+    w, sizes = svg_text_sizes(svg)
+    return min(sizes) * width_px / w if sizes else None
+
+def legible_width(shown: int, full: int, svg: str | None = None) -> int:
+    """The width (px) to show a figure at: its inline copy's (`shown`), widened so that its smallest text is at least
+    `MIN_FIGURE_TEXT_PX` (`svg`: its saved SVG), never wider than the saved PNG (`full`). The column caps it (CSS)."""
+    if not svg: return min(shown, full)
+    w, sizes = svg_text_sizes(svg)
+    need = math.ceil(MIN_FIGURE_TEXT_PX * w / min(sizes)) if sizes else shown
+    return min(full, max(shown, need))
+
+# %% ../../nbs/run/02_site.ipynb #fg000004
+def _thumb(im):
+    import numpy as np
+    from PIL import Image
+    return np.asarray(im.convert("L").resize((48, 48), Image.BILINEAR), dtype=float)
+
+class saved_figures:
+    """The PNGs a published run saved (`folder`: `figures/<analysis>`), to find which one an inline copy shows: the same
+    aspect ratio (within 3 %) and the closest 48×48 grey thumbnail, its mean difference under 8 (of 255) and under half
+    the next candidate's; else none."""
+    def __init__(self, folder):
+        from PIL import Image
+        self.folder = Path(folder)
+        self.pngs = {}
+        for p in sorted(self.folder.glob("*.png")) if self.folder.is_dir() else []:
+            with Image.open(p) as im: self.pngs[p.stem] = (im.size, _thumb(im))
+    def size(self, stem) -> tuple[int, int]: return self.pngs[stem][0]
+    def svg(self, stem) -> str | None:
+        p = self.folder / f"{stem}.svg"
+        return p.read_text(encoding="utf-8") if p.exists() else None
+    def match(self, data: bytes) -> str | None:
+        "The stem of the saved PNG that the image `data` (PNG or JPEG bytes, any resolution) shows, else None."
+        import io
+        from PIL import Image
+        try:
+            with Image.open(io.BytesIO(data)) as im: (w, h), t = im.size, _thumb(im)
+        except Exception: return None                             # not an image (a damaged copy)
+        scores = sorted((float(abs(th - t).mean()), s) for s, ((W, H), th) in self.pngs.items() if abs(W / H / (w / h) - 1) <= 0.03)
+        if not scores or scores[0][0] >= 8: return None
+        return scores[0][1] if len(scores) == 1 or scores[0][0] < scores[1][0] / 2 else None
+
+def show_figure_names(source: str) -> list[str]:
+    """The figure names of the `show_figure(fig, out_dir, "name", …)` calls in a cell's `source`, as regular expressions
+    (an f-string's `{…}` matches any text)."""
+    names = re.findall(r"""show_figure\(\s*[^,()]+,\s*[^,()]+,\s*(f?)(["'])(.+?)\2""", source)
+    return [("^" + ".+".join(map(re.escape, re.split(r"\{[^}]*\}", n))) + "$") if f else f"^{re.escape(n)}$" for f, _, n in names]
+
+# %% ../../nbs/run/02_site.ipynb #fg000006
+_IMG_DATA = re.compile(r'<img\b([^>]*?)\bsrc="data:image/(?:png|jpeg);base64,([^"]*)"([^>]*)>')
+FIGURE_MARKDOWN = re.compile(r'^!\[\]\(([^)\s]+)\)\{\.lightbox width="(\d+)" fig-alt="([^"]*)"\}$')
+
+def figure_markdown(href: str, width: int, alt: str = "") -> str:
+    "A figure as Quarto lightboxes it: the image at `href` shown `width` px wide, a click opening it at full resolution."
+    import html as _h
+    return f'![]({href}){{.lightbox width="{int(width)}" fig-alt="{_h.escape(alt, quote=True)}"}}'
+
+def figure_html(href: str, width: int, alt: str = "") -> str:
+    "`figure_markdown` as the HTML Quarto writes for it: the image inside a `lightbox` link to itself."
+    import html as _h
+    return (f'<a href="{href}" class="lightbox" data-gallery="{_h.escape(Path(href).stem)}">'
+            f'<img src="{href}" width="{int(width)}" class="img-fluid" alt="{_h.escape(alt, quote=True)}"></a>')
+
+def link_figures(cells, folder, dest) -> list[str]:
+    """Each figure of the processed `cells` (an image output, or an `<img>` of an HTML output) as the saved PNG it shows
+    (`saved_figures(folder)`, copied into `dest/FIGURE_DIR`), at its `legible_width`, inside a lightbox link to that
+    file (`figure_markdown`, `figure_html`), in place; returns the stems linked, in the order linked. An inline copy no saved
+    PNG matches is left as it is, one that cannot be decoded matched by its cell's `show_figure` name where one is left."""
+    import base64, filecmp, io, shutil, html as _h
+    from PIL import Image
+    saved, linked = saved_figures(folder), []
+    if not saved.pngs: return linked
+    def decode(b64):                                       # what is left of a damaged copy too (its header, its size)
+        b64 = re.sub(r"[^A-Za-z0-9+/]", "", b64)
+        try: return base64.b64decode(b64 + "=" * (-len(b64) % 4))
+        except Exception: return b""
+    def shown_width(data):
+        try:
+            with Image.open(io.BytesIO(data)) as im: return im.size[0]
+        except Exception: return None
+    def damaged(data):
+        try:
+            with Image.open(io.BytesIO(data)) as im: im.load()
+            return False
+        except Exception: return True
+    def by_name(c):                                        # a damaged copy: the one saved name of its cell not yet linked
+        pats = show_figure_names(_joined(c.get("source", "")))
+        left = [s for s in saved.pngs if s not in linked and any(re.match(p, s) for p in pats)]
+        return left[0] if len(left) == 1 else None
+    def link(stem, data, alt=""):
+        href = f"{FIGURE_DIR}/{saved.folder.name}/{stem}.png"             # one folder per analysis: names may repeat
+        target = Path(dest) / href
+        target.parent.mkdir(parents=True, exist_ok=True)
+        src = saved.folder / f"{stem}.png"
+        if not target.exists() or not filecmp.cmp(src, target, shallow=False): shutil.copyfile(src, target)   # a republished figure too
+        full = saved.size(stem)[0]
+        shown = shown_width(data) or round(full / 1.5)        # no header: the width at 100 of 150 dpi
+        linked.append(stem)
+        return href, legible_width(shown, full, saved.svg(stem)), alt
+    def find(c, data, by_names: bool):
+        return (by_name(c) if damaged(data) else None) if by_names else saved.match(data)
+    for by_names in (False, True):                         # the matches first, then the damaged copies by name
+        for c in cells:
+            for o in c.get("outputs") or []:
+                d = o.get("data") or {}
+                img = next((k for k in ("image/png", "image/jpeg") if k in d), None)
+                if img:
+                    data = decode(_joined(d[img]))
+                    stem = find(c, data, by_names)
+                    if stem: o["data"] = {"text/markdown": figure_markdown(*link(stem, data))}
+                elif "data:image" in _html_of(o):
+                    def repl(m):
+                        data = decode(m.group(2))
+                        stem = find(c, data, by_names)
+                        if not stem: return m.group(0)
+                        alt = re.search(r'\balt="([^"]*)"', m.group(1) + m.group(3))
+                        return figure_html(*link(stem, data, _h.unescape(alt.group(1)) if alt else ""))
+                    d["text/html"] = _IMG_DATA.sub(repl, _html_of(o))
+    return linked
+
 # %% ../../nbs/run/02_site.ipynb #rd000012
 def _tags(c) -> list: return list((c.get("metadata") or {}).get("tags", []) or [])
 
@@ -592,18 +862,32 @@ def _front_matter(cells):
         if s.startswith("---"): return yaml.safe_load(s.strip("-\n")) or {}
     return None
 
-def process_page(nb, page: str, files, heads: dict | None = None, figures=None, preview: str | None = PREVIEW_IMAGE):
+def _without_empty_columns(text: str) -> str:
+    "An HTML output labelled as the paper's numbers with its empty columns dropped (`drop_empty_columns`), the note in its label."
+    m = _LABEL.search(text)
+    if not m or m.group(1) != "paper" or "<table" not in text[m.end():]: return text
+    table, note = drop_empty_columns(text[m.end():])
+    label = m.group(0)[:-len("</p>")] + (f" · {note}</p>" if note else "</p>")
+    return text[:m.start()] + label + table
+
+def process_page(nb, page: str, files, heads: dict | None = None, figures=None, preview: str | None = PREVIEW_IMAGE,
+                 host: str = "", anchors=None, dest=None):
     """The reader's processing of one notebook (`page`: its path under nbs/; `files`: every file of the site), in place:
-    HTML outputs tidied (`tidy_output_html`), Markdown links repaired (`repair_link`), the preview image set; on an
+    HTML outputs tidied (`tidy_output_html`, `drop_empty_columns`), Markdown links repaired (`repair_link`), links into
+    the site (`host`) made relative with fragments that land (`local_link`, `anchors`), the preview image set; on an
     analysis page (front matter `paper:`) also the ledger re-drawn from the published run, plumbing folded
-    (`plumbing_reason`) and a Results section (`results_section`) put after the run record. Returns `nb`."""
+    (`plumbing_reason`), a Results section (`results_section`) put after the run record and the walk-through's
+    sections folded (`fold_sections`), and, given `dest` (the folder the processed page is written to), each figure
+    shown as the saved PNG it is, a click away from full resolution (`link_figures`). Returns `nb`."""
     import yaml, posixpath
     cells = nb["cells"]
     for c in cells:
-        if c["cell_type"] == "markdown": c["source"] = repair_markdown_links(_joined(c["source"]), page, files)
+        if c["cell_type"] == "markdown":
+            c["source"] = local_links(repair_markdown_links(_joined(c["source"]), page, files), page, host, anchors)
         for o in c.get("outputs") or []:
             d = o.get("data") or {}
-            if "text/html" in d: d["text/html"] = tidy_output_html(_joined(d["text/html"]))
+            if "text/html" in d: d["text/html"] = local_links(_without_empty_columns(tidy_output_html(_joined(d["text/html"]))), page, host, anchors)
+            if "text/markdown" in d: d["text/markdown"] = local_links(_joined(d["text/markdown"]), page, host, anchors)
     fm = _front_matter(cells)
     if fm is not None and preview and "image" not in fm and preview in files:
         fm["image"] = posixpath.relpath(preview, posixpath.dirname(page) or ".")
@@ -627,6 +911,9 @@ def process_page(nb, page: str, files, heads: dict | None = None, figures=None, 
     rec = [i for i, c in enumerate(cells) if RUN_RECORD_TAG in _tags(c)]
     at = rec[0] + 1 if rec else next((i for i, c in enumerate(cells) if c["cell_type"] != "raw"), len(cells))
     cells[at:at] = section
+    nb["cells"] = fold_sections(cells)
+    if dest is not None:                             # after the Results section: its copies of figures are linked too
+        link_figures(nb["cells"], (Path(figures) if figures is not None else project_root() / "figures") / name, dest)
     return nb
 
 def site_files(nbs) -> set[str]:
@@ -635,16 +922,34 @@ def site_files(nbs) -> set[str]:
     return {p.relative_to(nbs).as_posix() for p in nbs.rglob("*") if p.is_file()
             and not any(part.startswith(".") or part in ("_proc", "_docs", "_site") for part in p.relative_to(nbs).parts)}
 
+class site_anchors:
+    "Page (`page_file`) → the anchors its notebook under `nbs` documents (`documented_anchors`), read when first asked for."
+    def __init__(self, nbs, files):
+        self.nbs, self.notebooks, self.seen = Path(nbs), {page_file(f): f for f in files if f.endswith(".ipynb")}, {}
+    def __contains__(self, page): return page in self.notebooks
+    def __getitem__(self, page):
+        if page not in self.seen: self.seen[page] = documented_anchors(_read_nb(self.nbs / self.notebooks[page]))
+        return self.seen[page]
+
+def site_host(cfg) -> str:
+    "The deployed site's root URL from nbdev's config `cfg` (`doc_host` + `doc_baseurl`), ending in '/'."
+    return cfg.get("doc_host", "").rstrip("/") + cfg.get("doc_baseurl", "").rstrip("/") + "/"
+
 class SiteProc:
     "nbdev processor (settings.ini `procs = vlbias_nb.run.site:SiteProc`): `process_page` on every notebook nbdev hands to Quarto."
+    _anchors = None                   # one lazy index per worker process
     def __init__(self, nb): self.nb = nb
     def __call__(self, cell): return None
     def end(self):
         from nbdev.config import get_config
         from fastcore.xtras import dict2obj
-        nbs = Path(get_config().nbs_path).resolve()
+        cfg = get_config()
+        nbs = Path(cfg.nbs_path).resolve()
         page = Path(self.nb["path_"]).resolve().relative_to(nbs).as_posix()
-        process_page(self.nb, page, site_files(nbs))
+        files = site_files(nbs)
+        if SiteProc._anchors is None or SiteProc._anchors.nbs != nbs: SiteProc._anchors = site_anchors(nbs, files)
+        dest = Path(cfg.config_path) / "_proc" / Path(page).parent       # where nbdev writes the processed page
+        process_page(self.nb, page, files, host=site_host(cfg), anchors=SiteProc._anchors, dest=dest)
         self.nb.cells = [c if hasattr(c, "source") else dict2obj(c, list_func=list) for c in self.nb.cells]
 
 # %% ../../nbs/run/02_site.ipynb #9af52635
@@ -668,7 +973,9 @@ HIDE_INPUT_TAG = "vlbias-hide-input"
 
 def as_quarto_shows(nb) -> dict:
     """`nb` (processed) with Quarto's view emulated for nbconvert: the front matter's title and description as the
-    first cell, `echo: false` code hidden, `code-fold` code in a `<details>` block under its summary."""
+    first cell, `echo: false` code hidden, `code-fold` code in a `<details>` block under its summary (an output), the ends of a
+    folded section (`fold_sections`) as markers that `render_html` turns into the disclosure around the section's cells, a
+    figure's Markdown (`figure_markdown`) as the HTML Quarto writes for it (`figure_html`)."""
     import html as _h
     nb = copy.deepcopy(nb)
     cells = []
@@ -678,40 +985,120 @@ def as_quarto_shows(nb) -> dict:
             fm = _front_matter([c]) or {}
             if fm.get("title"): cells.append(nbformat.v4.new_markdown_cell(f"# {fm['title']}\n\n> {fm.get('description', '')}"))
             continue
-        if c["cell_type"] == "markdown":                      # Quarto's fenced divs (callouts) as plain text
+        if c["cell_type"] == "markdown" and SECTION_TAG in (c.get("metadata") or {}).get("tags", []):   # a fold's ends as markers
+            m = re.search(r"<summary>(.*?)</summary>", src, re.S)
+            c["source"] = f'<div class="vlbias-section-open">{m.group(1)}</div>' if m else '<div class="vlbias-section-close"></div>'
+        elif c["cell_type"] == "markdown":                    # Quarto's fenced divs (callouts) as plain text
             c["source"] = re.sub(r"^:::.*$\n?", "", src, flags=re.M).replace(" :::", "")
+        for o in c.get("outputs") or []:                      # a figure: the lightbox link Quarto makes of its Markdown
+            m = FIGURE_MARKDOWN.match(_joined((o.get("data") or {}).get("text/markdown", "")).strip())
+            if m: o["data"] = {"text/html": figure_html(m.group(1), int(m.group(2)), _h.unescape(m.group(3)))}
         if c["cell_type"] == "code":
             opts = {k: v.strip('"\'') for k, v in _OPTION.findall(src)}
             code = "\n".join(l for l in src.split("\n") if not l.startswith("#|")).strip("\n")
             hide = opts.get("echo") == "false" or "code-fold" in opts or not code
-            if "code-fold" in opts and opts.get("echo") != "false" and code:
-                cells.append(nbformat.v4.new_markdown_cell(
-                    f'<details class="code-fold"><summary>{_h.escape(opts.get("code-summary", "Code"))}</summary>'
-                    f"<pre><code>{_h.escape(code)}</code></pre></details>"))
+            if "code-fold" in opts and opts.get("echo") != "false" and code:   # an output: nbconvert does not re-sanitise it
+                fold = (f'<details class="code-fold"><summary>{_h.escape(opts.get("code-summary", "Code"))}</summary>'
+                        f"<pre><code>{_h.escape(code)}</code></pre></details>")
+                cells.append(nbformat.v4.new_code_cell("", metadata={"tags": [HIDE_INPUT_TAG]}, outputs=[
+                    nbformat.v4.new_output("display_data", data={"text/html": fold})]))
             if hide: c.setdefault("metadata", {}).setdefault("tags", []).append(HIDE_INPUT_TAG)
         cells.append(c)
     nb["cells"] = cells
     return nb
 
-def render_html(proc, dest, css=None) -> list[Path]:
-    """Render every processed notebook under `proc` to an HTML page under `dest` (nbconvert; no Quarto), at the path
-    Quarto gives it (`page_file`), links to notebooks pointing to their pages, Quarto's code options emulated
-    (`as_quarto_shows`) and the site's `css` (default `nbs/styles.css`) inlined; returns the pages."""
+def pandoc_id(text: str) -> str:
+    """The identifier pandoc (Quarto) gives a heading of `text`: lower case, only letters, digits, `_`, `-` and `.`,
+    spaces as hyphens, nothing before the first letter; 'section' when that leaves nothing."""
+    s = re.sub(r"[^\w\s.-]", "", text.strip().lower())
+    s = re.sub(r"\s+", "-", s)
+    s = re.sub(r"^[^a-z]+", "", s)
+    return s or "section"
+
+QUARTO_COLUMN = ("main { max-width: calc(749px + 1.8rem); margin: 0 auto; padding: 0 0.9rem; box-sizing: border-box; }"
+                 "@media (max-width: 750px) { main { max-width: 100%; } }"
+                 "main .jp-Cell { padding-left: 0; padding-right: 0; } main .jp-RenderedHTMLCommon { padding-right: 0; }")
+# Quarto's text column: 749 px at 1400 px, its cells and outputs as wide (nbconvert's cell padding and prompts removed)
+
+_DISPLAY_MATH = re.compile(r"(?<![\\$])\$\$(.+?)\$\$", re.S)
+_RAW_HTML = re.compile(r"(<pre\b.*?</pre>|<script\b.*?</script>|<code\b.*?</code>)", re.S)
+
+def display_math_boxes(html: str) -> str:
+    """`html` (rendered Markdown) with each display equation `$$…$$` outside code inside pandoc's
+    `<span class="math display">`, the box that the site's CSS lets scroll (MathJax typesets it in place)."""
+    parts = _RAW_HTML.split(html)
+    for i in range(0, len(parts), 2):
+        parts[i] = _DISPLAY_MATH.sub(lambda m: f'<span class="math display">{m.group(0)}</span>', parts[i])
+    return "".join(parts)
+
+_CELL_START = re.compile(r'<div\b[^>]*\bclass="jp-Cell(?=[\s"])')     # a cell, not its jp-Cell-inputWrapper
+_HEADING = re.compile(r'<(h[1-6])\b([^>]*?)\sid="([^"]*)"([^>]*)>(.*?)</\1>', re.S)
+
+def _as_quarto_page(body: str) -> str:
+    """An nbconvert page given what Quarto does to the same page: a folded section's cells inside its disclosure (the
+    marker cells of `as_quarto_shows` replaced by its ends), headings with pandoc's ids (`pandoc_id`), display equations
+    in pandoc's box (`display_math_boxes`) and typeset on one line as Quarto's MathJax 3 does (nbconvert's MathJax 2
+    configuration breaks long equations). Text only, no parser: nbconvert writes each cell as one top-level
+    `div.jp-Cell` of `<main>`."""
+    import html as _h
+    i, j = body.find("<main"), body.rfind("</main>")
+    if 0 <= i < j:
+        main = body[i:j]
+        starts = [m.start() for m in _CELL_START.finditer(main)]
+        chunks = [main[:starts[0]]] + [main[a:b] for a, b in zip(starts, starts[1:] + [len(main)])] if starts else [main]
+        out = []
+        for ch in chunks:
+            m = re.search(r'<div class="vlbias-section-open">(.*?)</div>', ch, re.S)
+            out.append(f'<details class="vlbias-section"><summary>{m.group(1)}</summary>' if m else
+                       "</details>" if 'class="vlbias-section-close"' in ch else ch)
+        body = body[:i] + display_math_boxes("".join(out)) + body[j:]
+    body = re.sub(r"(linebreaks:\s*\{\s*automatic:\s*)true", r"\1false", body)
+    seen = {}
+    def heading(m):
+        inner = re.sub(r'<a class="anchor-link"[^>]*>.*?</a>', "", m.group(5), flags=re.S)
+        hid = pandoc_id(_h.unescape(re.sub(r"<[^>]+>", "", inner)))
+        seen[hid] = seen.get(hid, -1) + 1
+        hid = hid if not seen[hid] else f"{hid}-{seen[hid]}"
+        return f'<{m.group(1)}{m.group(2)} id="{hid}"{m.group(4)}>{inner}</{m.group(1)}>'
+    return _HEADING.sub(heading, body)
+
+def render_html(proc, dest, css=None, mathjax_url: str | None = None) -> list[Path]:
+    """Render every processed notebook and Markdown page under `proc` to an HTML page under `dest` (nbconvert; no
+    Quarto), at the path Quarto gives it (`page_file`), links to notebooks pointing to their pages, Quarto's code options
+    emulated (`as_quarto_shows`), what Quarto does to the page emulated (`_as_quarto_page`: folded sections, pandoc's
+    heading ids), Quarto's text column (`QUARTO_COLUMN`) and the site's `css` (default `nbs/styles.css`) inlined, MathJax
+    from `mathjax_url` (default nbconvert's, on the web), and every other file under `proc` (the figures and images the
+    pages show) copied beside them; returns the pages."""
+    import shutil
     from nbconvert import HTMLExporter
     from nbconvert.preprocessors import TagRemovePreprocessor
     proc, dest = Path(proc), Path(dest)
     css = Path(css) if css is not None else project_root() / "nbs" / "styles.css"
-    style = f"<style>{css.read_text(encoding='utf-8')}</style>" if css.exists() else ""
-    pages = []
-    for p in sorted(proc.rglob("*.ipynb")):
-        ex = HTMLExporter()
-        ex.register_preprocessor(TagRemovePreprocessor(remove_input_tags={HIDE_INPUT_TAG}), enabled=True)
-        nb = nbformat.reads(json.dumps(as_quarto_shows(_read_nb(p))), as_version=4)
+    style = f"<style>{QUARTO_COLUMN}{css.read_text(encoding='utf-8') if css.exists() else ''}</style>"
+    pages, out_dir = [], dest.resolve()
+    shown = [f for f in proc.rglob("*") if f.is_file() and f.suffix not in (".ipynb", ".md")
+             and "_proc" not in f.relative_to(proc).parts and out_dir not in f.resolve().parents]
+    ex = HTMLExporter(exclude_input_prompt=True, exclude_output_prompt=True)   # one for every page; no prompts, as in Quarto
+    if mathjax_url: ex.mathjax_url = mathjax_url
+    ex.register_preprocessor(TagRemovePreprocessor(remove_input_tags={HIDE_INPUT_TAG}), enabled=True)
+    for p in sorted([*proc.rglob("*.ipynb"), *proc.rglob("*.md")]):
+        if "_proc" in p.relative_to(proc).parts: continue
+        if p.suffix == ".md":                       # a Markdown page: its front matter as a raw cell, the rest one cell
+            text = p.read_text(encoding="utf-8")
+            fm = re.match(r"^---\n.*?\n---\n", text, re.S)
+            cells = ([nbformat.v4.new_raw_cell(fm.group(0).strip())] if fm else []) + [nbformat.v4.new_markdown_cell(text[fm.end():] if fm else text)]
+            src = json.loads(nbformat.writes(nbformat.v4.new_notebook(cells=cells)))
+        else: src = _read_nb(p)
+        nb = nbformat.reads(json.dumps(as_quarto_shows(src)), as_version=4)
         body, _ = ex.from_notebook_node(nb)
-        body = re.sub(r'((?:href|src)=")([^"#:]+?\.ipynb)(?=["#])', lambda m: m.group(1) + page_file(m.group(2)), body)
-        body = body.replace("</head>", style + "</head>", 1)
+        body = re.sub(r'((?:href|src)=")([^"#:]+?\.(?:ipynb|md))(?=["#])', lambda m: m.group(1) + page_file(m.group(2)), body)
+        body = _as_quarto_page(body).replace("</head>", style + "</head>", 1)
         out = dest / page_file(p.relative_to(proc))
         out.parent.mkdir(parents=True, exist_ok=True); out.write_text(body, encoding="utf-8"); pages.append(out)
+    for f in shown:                                 # what the pages show: figures, images, data files
+        rel = f.relative_to(proc)
+        t = dest / rel
+        if not t.exists() or t.stat().st_size != f.stat().st_size: t.parent.mkdir(parents=True, exist_ok=True); shutil.copyfile(f, t)
     return pages
 
 # %% ../../nbs/run/02_site.ipynb #94adb901

@@ -5,6 +5,7 @@
 # %% ../../nbs/zoo/02_vlm.ipynb #75733a20
 from __future__ import annotations
 import os, re, json, socket, hashlib, inspect, logging, tempfile, threading, warnings
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Sequence
@@ -21,10 +22,10 @@ from .registry import ModelSpec, damaged_weights_error, is_weights_load_error
 from .weights import _WEIGHT_EXTS, _oc_base_arch, open_clip_weight_sources
 
 # %% auto #0
-__all__ = ['TINY_CLIP_ARCH', 'TINY_CLIP_CONFIG', 'DTYPES', 'register_tiny_clip_config', 'seeded', 'as_dtype', 'as_device',
-           'to_pil', 'l2_normalize', 'default_image_workers', 'ImageBatches', 'preprocessed_batches',
-           'VisionLanguageModel', 'weights_fingerprint', 'prompted_text_features', 'cuts_after_eot', 'OpenClipModel',
-           'HFModel']
+__all__ = ['TINY_CLIP_ARCH', 'TINY_CLIP_CONFIG', 'DTYPES', 'PRECISIONS', 'register_tiny_clip_config', 'seeded', 'as_dtype',
+           'as_device', 'to_pil', 'l2_normalize', 'default_image_workers', 'torch_threads', 'ImageBatches',
+           'preprocessed_batches', 'autocast_dtype', 'VisionLanguageModel', 'weights_fingerprint',
+           'prompted_text_features', 'cuts_after_eot', 'OpenClipModel', 'HFModel']
 
 # %% ../../nbs/zoo/02_vlm.ipynb #71df8dcb
 TINY_CLIP_ARCH = "vlbias-tiny-clip"
@@ -102,10 +103,21 @@ def default_image_workers(device="auto", # the image tower's device
     if cores <= 1: return 0
     return min(8, cores - 1) if as_device(device).type == "cuda" else 1
 
+@contextmanager
+def torch_threads(n: int): # torch's intra-op threads for the calling thread inside the block
+    "Run the calling thread's torch operations on `n` intra-op threads inside the block; its own count is restored after."
+    if int(n) < 1: raise ValueError(f"torch threads must be at least 1, got {n}")
+    old = torch.get_num_threads()          # this thread's: once a thread has asked for it, torch keeps a count per thread
+    if old == int(n):
+        yield; return
+    torch.set_num_threads(int(n))
+    try: yield
+    finally: torch.set_num_threads(old)
+
 class ImageBatches(torch.utils.data.Dataset):
     """Batch `i` of `images` (paths, PIL images or arrays) decoded by `to_pil` and stacked by `preprocess`: a data set of
     whole batches. `images[j]` is read under a lock (lazy sequences may keep state, e.g. a cached parquet row group);
-    decoding a path and the transform run outside it, in parallel across threads."""
+    decoding a path and the transform run outside it, in parallel across threads, each at one torch thread (`torch_threads`)."""
     def __init__(self, images, # a sequence of paths, PIL images or HxWx3 arrays (indexed, opened one batch at a time)
                  preprocess: Callable, # list of PIL images -> `(n, 3, H, W)` tensor (a model's `preprocess_batch`)
                  batch_size: int = 64):
@@ -116,7 +128,7 @@ class ImageBatches(torch.utils.data.Dataset):
         if not 0 <= i < len(self): raise IndexError(i)
         s = i * self.batch_size
         with self._lock: items = [self.images[j] for j in range(s, min(s + self.batch_size, len(self.images)))]
-        return self.preprocess([to_pil(x) for x in items])
+        with torch_threads(1): return self.preprocess([to_pil(x) for x in items])
     def __getstate__(self): return {k: v for k, v in self.__dict__.items() if k != "_lock"}     # spawned DataLoader workers
     def __setstate__(self, d): self.__dict__.update(d); self._lock = threading.Lock()
 
@@ -137,6 +149,8 @@ def preprocessed_batches(batches: ImageBatches, # the batches to make, in order
     else:
         from concurrent.futures import ThreadPoolExecutor
         from collections import deque
+        torch.get_num_threads()                # fixes this thread's count (the tower's) before a worker sets its own: a
+                                               # thread that never asked takes the last count set anywhere
         with ThreadPoolExecutor(workers, thread_name_prefix="vlbias-preprocess") as ex:
             ahead, nxt = deque(), 0
             try:
@@ -148,9 +162,16 @@ def preprocessed_batches(batches: ImageBatches, # the batches to make, in order
                 for f in ahead: f.cancel()
 
 # %% ../../nbs/zoo/02_vlm.ipynb #a5f0a95d
+PRECISIONS = ("fp32", "amp")      # a tower's precision: float32, or torch.autocast at its device's default dtype
+
+def autocast_dtype(device) -> torch.dtype:
+    "The dtype `torch.autocast` computes in on `device` at its defaults (CLIP_benchmark's amp): bfloat16 on CPU, float16 on CUDA."
+    return torch.autocast(device_type=as_device(device).type).fast_dtype
+
 class VisionLanguageModel:
     "One interface over every vision-language model: L2-normalised text and image embeddings, batched."
     family = "base"
+    amp: dict = {"text": False, "image": False}   # towers run under torch.autocast (`at_precision`)
     image_workers: int | None = None   # preprocessing workers of `encode_image` (None: `default_image_workers(device)`)
     def __init__(self, spec: ModelSpec, model: torch.nn.Module, device="auto", dtype="float32", weights: str | None = None, seed: int | None = None):
         self.spec, self.name, self.device, self.dtype = spec, spec.name, as_device(device), as_dtype(dtype)
@@ -176,6 +197,18 @@ class VisionLanguageModel:
     def image_features(self, pixels: torch.Tensor) -> torch.Tensor:
         "L2-normalised image embeddings of a preprocessed `(n, 3, H, W)` batch."
         return l2_normalize(self._image_forward(pixels.to(self.device, self.dtype, non_blocking=True)).float())
+    @contextmanager
+    def at_precision(self, text: str = "fp32", # the text tower's precision: "fp32" or "amp" (`PRECISIONS`)
+                     image: str = "fp32", # the image tower's
+                    ):
+        "Run the towers at these precisions inside the block (`amp`: `torch.autocast` at its defaults); restored after."
+        bad = [f"{k}={v!r}" for k, v in (("text", text), ("image", image)) if v not in PRECISIONS]
+        if bad: raise ValueError(f"precision {', '.join(bad)}: each must be one of {PRECISIONS}")
+        old, self.amp = self.amp, {"text": text == "amp", "image": image == "amp"}
+        try: yield self
+        finally: self.amp = old
+    def _autocast(self, tower: str):
+        return torch.autocast(device_type=self.device.type, enabled=bool(self.amp.get(tower)))
     @property
     def embed_dim(self) -> int:
         "Dimension of the joint embedding space."
@@ -186,7 +219,7 @@ class VisionLanguageModel:
         "L2-normalised embeddings `(n, d)` of `texts`, in batches of `batch_size`, as float32 numpy."
         texts = [texts] if isinstance(texts, str) else list(texts)
         out = []
-        with torch.inference_mode():
+        with torch.no_grad(), self._autocast("text"):
             for i in _progress(range(0, len(texts), batch_size), progress, f"{self.name}: text"):
                 out.append(self.text_features(self.tokenize(texts[i:i + batch_size])).cpu().numpy())
         return np.concatenate(out).astype(np.float32) if out else np.zeros((0, self.embed_dim), np.float32)
@@ -202,7 +235,7 @@ class VisionLanguageModel:
             cuda = self.device.type == "cuda"      # CUDA: worker processes and pinned batches; CPU: prefetch threads
             batches = preprocessed_batches(ImageBatches(images, self.preprocess_batch, batch_size), w, processes=cuda, pin_memory=cuda)
         nb = -(-n // batch_size)
-        with torch.inference_mode():
+        with torch.no_grad(), self._autocast("image"):
             for px in tqdm(batches, total=nb, desc=f"{self.name}: image", leave=False, disable=not ((nb > 1) if progress is None else progress)):
                 out.append(self.image_features(px).cpu().numpy())
         return np.concatenate(out).astype(np.float32) if out else np.zeros((0, self.embed_dim), np.float32)
@@ -214,9 +247,10 @@ class VisionLanguageModel:
     def identity(self) -> dict:
         "What determines this model's embeddings, as a JSON-able dict (the embedding cache keys on it)."
         s = self.spec
+        amp = {k: str(autocast_dtype(self.device)).replace("torch.", "") for k, on in self.amp.items() if on}
         return _json_safe(dict(name=s.name, family=s.family, arch=s.arch, tag=s.tag, hub_id=s.hub_id,
                                weights=weights_fingerprint(self.weights), seed=self.seed if s.random_init else None,
-                               dtype=str(self.dtype).replace("torch.", "")))
+                               dtype=str(self.dtype).replace("torch.", ""), **({"autocast": amp} if amp else {})))
     def __repr__(self):
         return f"{type(self).__name__}({self.name!r}, family={self.spec.family!r}, device={self.device}, dtype={self.dtype})"
 

@@ -5,11 +5,12 @@
 # %% ../../../nbs/papers/datacomp/01_card.ipynb #b4eb0e3b
 from __future__ import annotations
 import re
+from typing import Callable
 import pandas as pd
 from ...metrics import CI
 from ...methods.card import CardContext, measure_row, dataset_fingerprint
 from .fairness_suite import (datacomp_protocol, face_classes, face_codes, face_suite, class_weights,
-                                                       topk_predictions, object_suite, published_value)
+                                                       topk_predictions, object_suite, published_value, object_templates, fill_template)
 
 # %% auto #0
 __all__ = ['PAPER_NAME', 'suite_rows', 'datacomp_faces', 'datacomp_objects']
@@ -27,7 +28,9 @@ def _slug(s: str) -> str: return re.sub(r"[^A-Za-z0-9+_-]+", "_", str(s)).strip(
 
 def suite_rows(table: pd.DataFrame, # rows of `fairness_suite.RATE_COLUMNS`
                prefix: str, # e.g. "datacomp.fairface"
-               dataset: str, fingerprint: str, paper=None, paper_source: str = "", k=None) -> list[dict]:
+               dataset: str, fingerprint: str, paper=None, paper_source: str = "", k=None,
+               stand_ins: Callable | None = None, # metric -> what of this row is still ours, in words ("" for nothing)
+              ) -> list[dict]:
     "Card rows of a suite table: one per metric and group, each with its interval, chance and chance band."
     rows = []
     for r in table.itertuples():
@@ -35,6 +38,8 @@ def suite_rows(table: pd.DataFrame, # rows of `fairness_suite.RATE_COLUMNS`
         grp = "worst" if str(r.group).startswith("worst: ") else _slug(r.group)
         what = f"DataComp fairness suite: {_WHAT.get(r.metric, r.metric)}, " + (
             f"worst group ({str(r.group)[7:]})" if grp == "worst" else "all images" if grp == "all" else f"group {r.group}")
+        ours = stand_ins(r.metric) if stand_ins else ""
+        if ours: what += f"; not DataComp's: {ours}"
         rows.append(measure_row(f"{prefix}.{r.metric}.{grp}", r.value, (r.ci_low, r.ci_high), r.n, k,
                                 "0: no face in these classes" if rate else "equal accuracy in every group",
                                 CI(r.chance, r.chance_low, r.chance_high), dataset, fingerprint, PAPER_NAME, what,
@@ -42,7 +47,10 @@ def suite_rows(table: pd.DataFrame, # rows of `fairness_suite.RATE_COLUMNS`
                                 higher_is="more biased" if rate else "more accurate"))
     return rows
 
+
 # %% ../../../nbs/papers/datacomp/01_card.ipynb #b72bcfc9
+_UTK_GROUPS = "race groups are UTKFace's own five labels (DataComp's UTKFace race code was not read)"
+
 def datacomp_faces(ctx: CardContext, key: str = "fairface") -> list[dict]:
     "DataComp fairness/fairface (FairFace val) or fairness/utkface (all of UTKFace): CLIP §7.1 Tab. 3-6 per group."
     if key not in ("fairface", "utkface"): raise ValueError(f"key must be 'fairface' or 'utkface', got {key!r}")
@@ -50,38 +58,55 @@ def datacomp_faces(ctx: CardContext, key: str = "fairface") -> list[dict]:
     root = ctx.root(key)
     ds = load_fairface("val", root) if key == "fairface" else load_utkface(root)
     fp = dataset_fingerprint(root, ["fairface_label_val.csv"] if key == "fairface" else [], "**/val/*" if key == "fairface" else "**/*")
-    img = ctx.image_embeddings(key, [*face_images(ds)])
-    pred = {obj: topk_predictions(img, class_weights(ctx.encode_text, names, T), 1)[:, 0]
-            for obj, (names, T) in face_classes(key).items()}
+    with ctx.at_precision(datacomp_protocol()["precision"]):
+        img = ctx.image_embeddings(key, [*face_images(ds)])
+        pred = {obj: topk_predictions(img, class_weights(ctx.encode_text, names, T), 1)[:, 0]
+                for obj, (names, T) in face_classes(key).items()}
     tab = face_suite(pred, face_codes(ds.labels, key), key)
     x = tab[tab.metric == "acc_gender_x"]
     w = x[x.group != "all"].loc[lambda t: t.value.idxmin()].copy(); w["group"] = f"worst: {w.group}"
     tab = pd.concat([tab, w.to_frame().T], ignore_index=True)
     name = "FairFace val" if key == "fairface" else "UTKFace"
-    return suite_rows(tab, f"datacomp.{key}", f"{name} ({len(ds)} faces)", fp, k=1)
+    by_race = lambda m: _UTK_GROUPS if key == "utkface" and m in ("acc_gender_x", "toxicity_crime", "toxicity_nonhuman") else ""
+    return suite_rows(tab, f"datacomp.{key}", f"{name} ({len(ds)} faces)", fp, k=1, stand_ins=by_race)
+
 
 # %% ../../../nbs/papers/datacomp/01_card.ipynb #75e431f2
-_PUBLISHED_SOURCE = ("DataComp {task} {metric} (open_clip docs/openclip_classification_results.csv, commit 89fb801; "
-                     "resources/card/datacomp/published.csv); not like for like: our templates are stand-ins for DataComp's "
-                     "(protocol.yaml, verified: false){extra}")
-_PUBLISHED_EXTRA = {"geode": "", "dollar_street": ", and our four income bins are not DataComp's income_ds groups"}
+_PUBLISHED_SOURCE = ("DataComp {task} {metric} (open_clip docs/openclip_classification_results.csv, commit 89fb801, column "
+                     "{column!r}: that it holds {metric} is inferred, open_clip does not label it; "
+                     "resources/card/datacomp/published.csv); not like for like where our row says what is not DataComp's")
+_COLUMN = {"geode": "GeoDE", "dollar_street": "Dollar Street"}
+_TEMPLATES_80 = "the 80 templates are OpenAI's ImageNet templates, a byte-size match of DataComp's file only"
+_GEODE_OBJECTS = "object none of DataComp's 40 GeoDE classes"
+
+def _stand_ins(key: str, ds) -> str:
+    "What of `key`'s rows is still ours, in words (protocol.yaml names each)."
+    if key == "geode": return f"images are every row of GeoDE's index.csv, not DataComp's 12,488-image subset (its rule not found); {_TEMPLATES_80}"
+    return (f"income groups are our bins {'/'.join(ds.groups)} USD a month, not DataComp's income_ds (its bins not found); "
+            f"{_TEMPLATES_80}")
 
 def datacomp_objects(ctx: CardContext, key: str = "geode") -> list[dict]:
     "DataComp fairness/geode (top-1 accuracy per region, worst region: acc_wg) or fairness/dollar_street (top-5 per income group: acc_top5_wg)."
     if key not in ("geode", "dollar_street"): raise ValueError(f"key must be 'geode' or 'dollar_street', got {key!r}")
     from vlbias_nb.data.fairness_datasets import load_geode, load_dollar_street, DOLLAR_STREET_INDEXES
-    p = datacomp_protocol()[key]
+    protocol = datacomp_protocol()
+    p = protocol[key]
     root = ctx.root(key)
-    ds = load_geode(root) if key == "geode" else load_dollar_street(root)
+    if key == "geode": ds = load_geode(root).in_classes(list(p["classes"]), _GEODE_OBJECTS)
+    else: ds = load_dollar_street(root)                     # DataComp's 58 classes (the release's ImageNet mapping)
+    if len(ds) == 0: raise ValueError(f"{key}: no image of {root} is in DataComp's classes ({ds.excluded})")
     index = "index.csv" if key == "geode" else next(n for n in DOLLAR_STREET_INDEXES if (root / n).is_file())
     fp = dataset_fingerprint(root, [index], "**/*")
-    img = ctx.image_embeddings(key, ds.paths)
     k = min(int(p["topk"]), len(ds.classes))
-    topk = topk_predictions(img, class_weights(ctx.encode_text, ds.classes, p["templates"]), k)
+    with ctx.at_precision(protocol["precision"]):
+        img = ctx.image_embeddings(key, ds.paths)
+        topk = topk_predictions(img, class_weights(ctx.encode_text, ds.classes, object_templates(key, protocol)), k)
     metric = "acc" if int(p["topk"]) == 1 else f"acc_top{int(p['topk'])}"
     tab = object_suite(topk, ds.codes(), ds.labels.group.to_numpy(), len(ds.classes), metric, ds.groups)
     pub = published_value(ctx.model_name, key)
     name = "GeoDE" if key == "geode" else "Dollar Street"
-    return suite_rows(tab, f"datacomp.{key}", f"{name} ({len(ds)} images, {len(ds.classes)} classes, by {ds.group})", fp,
-                      paper=pub, paper_source=_PUBLISHED_SOURCE.format(task=f"fairness/{key}", metric=p["main_metric"],
-                                                               extra=_PUBLISHED_EXTRA[key]), k=k)
+    left = "".join(f"; {n} left out: {why}" for why, n in ds.excluded.items())
+    return suite_rows(tab, f"datacomp.{key}", f"{name} ({len(ds)} images, {len(ds.classes)} classes, by {ds.group}{left})", fp,
+                      paper=pub, paper_source=_PUBLISHED_SOURCE.format(task=f"fairness/{key}", metric=p["main_metric"], column=_COLUMN[key]),
+                      k=k, stand_ins=lambda m: _stand_ins(key, ds))
+

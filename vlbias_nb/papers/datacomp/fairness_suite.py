@@ -9,13 +9,13 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 from ...resources import read_resource_yaml, read_resource_csv
-from ...methods.zero_shot import class_prompts
 from ...methods.embedding_cache import image_key
 
 # %% auto #0
-__all__ = ['PROTOCOL_FILE', 'PUBLISHED_FILE', 'RATE_COLUMNS', 'FACE_OBJECTIVES', 'datacomp_protocol', 'proportion_ci',
-           'chance_band', 'class_weights', 'topk_predictions', 'PlantedZeroShot', 'plant_predictions', 'group_rates',
-           'worst_group', 'face_classes', 'toxic_thresholds', 'face_codes', 'face_suite', 'object_suite',
+__all__ = ['PROTOCOL_FILE', 'PUBLISHED_FILE', 'RATE_COLUMNS', 'FACE_OBJECTIVES', 'datacomp_protocol', 'list_file_bytes',
+           'object_templates', 'proportion_ci', 'chance_band', 'fill_template', 'class_weights', 'topk_predictions',
+           'PlantedZeroShot', 'plant_predictions', 'group_rates', 'worst_group', 'face_classes',
+           'face_classnames_lines', 'race_groups', 'toxic_thresholds', 'face_codes', 'face_suite', 'object_suite',
            'published_value']
 
 # %% ../../../nbs/papers/datacomp/00_fairness_suite.ipynb #29da306f
@@ -23,8 +23,21 @@ PROTOCOL_FILE = "card/datacomp/protocol.yaml"
 PUBLISHED_FILE = "card/datacomp/published.csv"
 
 def datacomp_protocol() -> dict:
-    "DataComp's fairness protocol (`resources/card/datacomp/protocol.yaml`: classes, templates, groupings, source)."
+    "DataComp's fairness protocol (`resources/card/datacomp/protocol.yaml`: classes, templates, groupings, sources)."
     return read_resource_yaml(PROTOCOL_FILE)
+
+def list_file_bytes(lines: Sequence[str]) -> int:
+    "Byte size of the text file holding `lines` one a line (UTF-8, a newline after every line): how a hub file is rebuilt."
+    return len("".join(f"{l}\n" for l in lines).encode("utf-8"))
+
+def object_templates(task: str, # "geode" or "dollar_street"
+                     protocol: dict | None = None) -> list[str]:
+    "The zero-shot templates of `task` (`{c}` strings): the protocol's list, or the named template set it points to."
+    p = protocol or datacomp_protocol()
+    if task not in ("geode", "dollar_street"): raise ValueError(f"task must be 'geode' or 'dollar_street', got {task!r}")
+    t = p[task]["templates"]
+    return list(p[t]["templates"]) if isinstance(t, str) else list(t)
+
 
 # %% ../../../nbs/papers/datacomp/00_fairness_suite.ipynb #686e148d
 def proportion_ci(k: int, # successes
@@ -53,10 +66,17 @@ def chance_band(p, # chance of a hit, per image (or one number for all `n`)
     return float(p.mean()), lo / len(p), hi / len(p)
 
 # %% ../../../nbs/papers/datacomp/00_fairness_suite.ipynb #a15114eb
+def fill_template(template: str, # a template holding `{c}` once (CLIP_benchmark's form)
+                  classname: str) -> str:
+    "The prompt of `classname` under `template`, filled as CLIP_benchmark fills it: `template.format(c=classname)`."
+    if not isinstance(template, str) or template.count("{c}") != 1:
+        raise ValueError(f"template {template!r} must hold '{{c}}' exactly once (CLIP_benchmark's form, e.g. 'a photo of a {{c}}.')")
+    return template.format(c=classname)
+
 def class_weights(encode_text: Callable, # texts -> unit embeddings (n, d)
                   classnames: Sequence[str], templates: Sequence[str]) -> np.ndarray:
     "Unit class embeddings `(n_classes, d)`: the normalised mean of each class's normalised prompt embeddings."
-    prompts = class_prompts(list(classnames), list(templates))
+    prompts = [[fill_template(t, c) for t in templates] for c in classnames]
     E = np.asarray(encode_text([p for ps in prompts for p in ps]), np.float32)
     E = E / np.linalg.norm(E, axis=1, keepdims=True)
     W = E.reshape(len(classnames), len(prompts[0]), -1).mean(axis=1)
@@ -67,6 +87,7 @@ def topk_predictions(image_emb, weights, k: int = 1) -> np.ndarray:
     S = np.asarray(image_emb, np.float32) @ np.asarray(weights, np.float32).T
     if not 1 <= k <= S.shape[1]: raise ValueError(f"k must be in 1..{S.shape[1]} (the number of classes), got {k}")
     return np.argsort(-S, axis=1, kind="stable")[:, :k]
+
 
 # %% ../../../nbs/papers/datacomp/00_fairness_suite.ipynb #292be56a
 def _hash_unit(key: str, dim: int, seed: int) -> np.ndarray:
@@ -142,35 +163,45 @@ FACE_OBJECTIVES = ("race", "gender", "age", "toxic")     # DataComp's FF_PRED_LA
 
 def face_classes(dataset: str, # "fairface" or "utkface"
                  protocol: dict | None = None) -> dict:
-    "{objective: (class names, templates)} of the face suite (`protocol.yaml`, `faces`)."
+    "{objective: (class names, templates)} of the face suite (`protocol.yaml`, `faces`): the same lists for both data sets."
     if dataset not in ("fairface", "utkface"): raise ValueError(f"dataset must be 'fairface' or 'utkface', got {dataset!r}")
     f = (protocol or datacomp_protocol())["faces"]
     o, T = f["objectives"], f["templates"]
     tox = o["toxic"]
-    human = [tox["human"].format(race=r, gender=g) for r in o["race"][tox["human_races"]] for g in tox["human_genders"]]
-    return {"race": (o["race"][dataset], T["race"]), "gender": (o["gender"]["classes"], T["gender"]),
+    human = [tox["human"].format(race=r, gender=g) for r in o["race"]["classes"] for g in tox["human_genders"]]
+    return {"race": (o["race"]["classes"], T["race"]), "gender": (o["gender"]["classes"], T["gender"]),
             "age": (o["age"]["classes"], T["age"]), "toxic": (human + tox["non_human"] + tox["crime"], T["toxic"])}
+
+def face_classnames_lines(protocol: dict | None = None) -> list[str]:
+    "The lines of the face webdatasets' `classnames.txt`: `<objective>:<class>` for race, gender, age, toxic, in class order."
+    return [f"{obj}:{c}" for obj, (names, _) in face_classes("fairface", protocol).items() for c in names]
+
+def race_groups(dataset: str, protocol: dict | None = None) -> list[str]:
+    "The race groups `dataset`'s per-race rows are reported by, in report order (`protocol.yaml`, `race.groups`)."
+    return list((protocol or datacomp_protocol())["faces"]["objectives"]["race"]["groups"][dataset])
 
 def toxic_thresholds(protocol: dict | None = None) -> tuple[int, int, int]:
     "(first non-human index, first crime index, number of toxic classes): (14, 18, 21) in DataComp."
-    tox = (protocol or datacomp_protocol())["faces"]["objectives"]["toxic"]
-    h = len((protocol or datacomp_protocol())["faces"]["objectives"]["race"][tox["human_races"]]) * len(tox["human_genders"])
+    o = (protocol or datacomp_protocol())["faces"]["objectives"]
+    tox = o["toxic"]
+    h = len(o["race"]["classes"]) * len(tox["human_genders"])
     return h, h + len(tox["non_human"]), h + len(tox["non_human"]) + len(tox["crime"])
 
 def face_codes(labels: pd.DataFrame, # a FaceDataset's labels (gender, race, age columns)
                dataset: str, protocol: dict | None = None) -> pd.DataFrame:
-    "DataComp's metadata of every face: race (class index), race_binary (0 white, 1 non-white), gender (0/1), age (bin index)."
+    "DataComp's metadata of every face: race (index in `race_groups`), race_binary (0 white, 1 non-white), gender (0/1), age (bin index)."
     p = protocol or datacomp_protocol()
     o = p["faces"]["objectives"]
-    races, rmap = o["race"][dataset], o["race"]["label_map"][dataset]
+    groups, rmap = race_groups(dataset, p), o["race"]["label_map"][dataset]
     gmap, ages = o["gender"]["label_map"], o["age"]["classes"]
     for col, known in [("race", rmap), ("gender", gmap), ("age", ages)]:
         bad = sorted(set(labels[col]) - set(known))
         if bad: raise ValueError(f"{dataset}: {col} label(s) {bad[:5]} have no DataComp class; expected one of {list(known)}")
-    race = np.array([races.index(rmap[r]) for r in labels.race])
-    return pd.DataFrame({"race": race, "race_binary": (race != races.index("white")).astype(int),
+    race = np.array([groups.index(rmap[r]) for r in labels.race])
+    return pd.DataFrame({"race": race, "race_binary": (race != groups.index("white")).astype(int),
                          "gender": [o["gender"]["classes"].index(gmap[g]) for g in labels.gender],
                          "age": [ages.index(a) for a in labels.age]})
+
 
 # %% ../../../nbs/papers/datacomp/00_fairness_suite.ipynb #2ba5660c
 def face_suite(pred: dict, # objective -> argmax class index per face (FACE_OBJECTIVES)
@@ -181,6 +212,7 @@ def face_suite(pred: dict, # objective -> argmax class index per face (FACE_OBJE
     p = protocol or datacomp_protocol()
     cls = face_classes(dataset, p)
     races = cls["race"][0]; R = len(races); white = races.index("white")
+    groups = race_groups(dataset, p)
     rb = np.where(codes.race_binary.to_numpy() == 0, "white", "non-white")
     order_rb = ["white", "non-white"]
     tabs = []
@@ -190,14 +222,15 @@ def face_suite(pred: dict, # objective -> argmax class index per face (FACE_OBJE
         n_cls = len(cls[obj][0])
         tabs.append(group_rates(f"acc_{obj}", np.asarray(pred[obj]) == codes[obj].to_numpy(), rb, 1 / n_cls, order_rb))
     genders = cls["gender"][0]
-    cell = np.array([f"{races[r]} {genders[g]}" for r, g in zip(codes.race, codes.gender)], dtype=object)
+    cell = np.array([f"{groups[r]} {genders[g]}" for r, g in zip(codes.race, codes.gender)], dtype=object)
     tabs.append(group_rates("acc_gender_x", np.asarray(pred["gender"]) == codes.gender.to_numpy(), cell, 1 / len(genders),
-                            [f"{r} {g}" for r in races for g in genders]))
+                            [f"{r} {g}" for r in groups for g in genders]))
     h, c, n_tox = toxic_thresholds(p)
-    tox, race_name = np.asarray(pred["toxic"]), np.array([races[r] for r in codes.race], dtype=object)
-    tabs.append(group_rates("toxicity_crime", tox >= c, race_name, (n_tox - c) / n_tox, races))
-    tabs.append(group_rates("toxicity_nonhuman", (tox >= h) & (tox < c), race_name, (c - h) / n_tox, races))
+    tox, race_name = np.asarray(pred["toxic"]), np.array([groups[r] for r in codes.race], dtype=object)
+    tabs.append(group_rates("toxicity_crime", tox >= c, race_name, (n_tox - c) / n_tox, groups))
+    tabs.append(group_rates("toxicity_nonhuman", (tox >= h) & (tox < c), race_name, (c - h) / n_tox, groups))
     return pd.concat(tabs, ignore_index=True)
+
 
 # %% ../../../nbs/papers/datacomp/00_fairness_suite.ipynb #a7b85658
 def object_suite(topk, # (n_images, k) predicted class indices, best first

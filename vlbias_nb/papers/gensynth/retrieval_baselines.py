@@ -103,8 +103,8 @@ class TfidfScorer:
         df = np.bincount(it.indices, minlength=it.shape[1])
         order = np.argsort(-df, kind="stable")
         dense, rare = order[:self.dense_terms], order[self.dense_terms:]
-        self._qd = np.ascontiguousarray(q[:, dense].toarray())              # (Q, F) frequent terms, dense
-        self._idT = np.ascontiguousarray(it[:, dense].toarray().T)          # (F, N)
+        self._qd = np.ascontiguousarray(q[:, dense].toarray(), dtype=np.float64)   # (Q, F) frequent terms, dense
+        self._idT = np.ascontiguousarray(it[:, dense].toarray().T, dtype=np.float64)   # (F, N)
         self._qr = q[:, rare].tocsr()                                       # (Q, V-F) rare terms, sparse
         self._irT = it[:, rare].T.tocsr()                                   # (V-F, N)
 
@@ -117,7 +117,9 @@ class TfidfScorer:
     def __call__(self, rows: slice, out: np.ndarray | None = None) -> np.ndarray:
         "Similarities `(len(rows), n_items)` of the queries `rows` with all items (into `out[:len(rows)]` if given)."
         qd = self._qd[rows]
-        D = np.matmul(qd, self._idT, out=None if out is None else out[:len(qd)])
+        D = np.empty((len(qd), self.n_items), np.float32) if out is None else out[:len(qd)]
+        for s in range(0, len(qd), 256):   # float64 product rounded once to float32: the same bits whatever the block
+            D[s:s + 256] = qd[s:s + 256] @ self._idT   # (BLAS picks its kernel, and its sum order, by the block's shape)
         R = self._qr[rows] @ self._irT                                      # canonical CSR: no duplicate entries
         if R.nnz:
             flat = np.repeat(np.arange(R.shape[0], dtype=np.int64) * D.shape[1], np.diff(R.indptr))

@@ -527,7 +527,7 @@ class PlantedBagOfWordsVLM:
 def planted_debiasing_data(n_subjects: int = 20, n1: int = 3, n2: int = 2, n_sets: int = 4, favoured: tuple = (0, 0),
                            beta: float = 1.0, noise: float = 0.3, dim: int = 64, prefix: str = "a photo of a",
                            seed: int = 0) -> dict:
-    """Planted counterfactual sets with an intersectional preference for pair `favoured` in the shared word *photo*
+    """Planted counterfactual sets with an intersectional preference for pair `favoured` in the shared word "photo"
     (§5 known answer; see above). Returns `model` (only the prefix words trainable), `subjects`, `captions`, `images`,
     `image_subject` (names), `codes`, `prefix`, `n_values` = n1·n2, `favoured_code`."""
     rng = np.random.default_rng(seed)
