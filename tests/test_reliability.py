@@ -405,6 +405,42 @@ def test_ctrl_c_says_in_one_line_what_was_kept(tmp_path):
     assert (out / "failed/coco_gender_labels/coco_gender_labels.ipynb").exists()
     assert not (out / "coco_gender_labels").exists()
 
+def _kernelspec(root: Path, name: str, dies: str) -> Path:
+    "A kernel `name` under `root/kernels` that dies as it starts: `once` (the first start only) or `always`."
+    script = root / f"{name}.py"
+    root.mkdir(parents=True, exist_ok=True)
+    script.write_text(textwrap.dedent(f"""
+        import sys, pathlib
+        mark = pathlib.Path({str(root / (name + '.died'))!r})
+        if {dies!r} == "always" or not mark.exists():
+            mark.write_text("x"); print("planted start-up failure: no kernel today", file=sys.stderr); sys.exit(3)
+        from ipykernel import kernelapp
+        kernelapp.launch_new_instance()"""))
+    spec = root / "kernels" / name
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(json.dumps({"argv": [sys.executable, str(script), "-f", "{connection_file}"],
+                                                  "display_name": name, "language": "python"}))
+    return root
+
+@pytest.mark.parametrize("dies", ["once", "always"])
+def test_a_kernel_dying_as_it_starts_is_started_once_more(demo, tmp_path, monkeypatch, dies):
+    """A kernel that dies before it answers (no cell ran: jupyter_client's "Kernel died before replying to kernel_info",
+    as two kernels starting side by side on a loaded machine can) is started once more; dying twice is one error quoting
+    what the kernel last wrote, its log kept."""
+    monkeypatch.setenv("JUPYTER_PATH", str(_kernelspec(tmp_path / "jp", "flaky", dies)))
+    out = tmp_path / "out"
+    if dies == "once":
+        res = run_notebook(demo, out_root=out, progress=False, kernel_name="flaky", html=False)
+        assert pd.read_csv(res / "tables/values.csv")["v"].tolist() == [1.5, 1.5]
+        log = (res / "run.log").read_text()
+        assert "the kernel died as it started (its last words: planted start-up failure: no kernel today); starting it once more" in log
+    else:
+        with pytest.raises(Exception, match="Kernel died before replying to kernel_info \\(twice; the kernel last wrote: "
+                                            "planted start-up failure: no kernel today\\)") as e:
+            run_notebook(demo, out_root=out, progress=False, kernel_name="flaky", html=False)
+        assert f"kept in {out / 'failed/demo'}" in str(e.value) and (out / "failed/demo/run.log").exists()
+        assert not (out / "demo").exists()
+
 def test_ctrl_c_as_the_staging_folder_is_made_waits_until_it_is_known(tmp_path):
     """Case 6, the window before papermill starts: a Ctrl-C while the run's staging folder and log are being made waits
     until both exist (`stop_signals_deferred`), then ends the run like any Ctrl-C: exit 130, the folder under failed/,

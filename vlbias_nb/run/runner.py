@@ -22,10 +22,10 @@ from .profiles import PROFILES, profile_overrides, profile_names, profile_settin
 
 # %% auto #0
 __all__ = ['PARAMETER_KINDS', 'PARAMETER_CEILINGS', 'PATH_KINDS', 'REFUSED_STATUSES', 'MODEL_KINDS', 'OFFLINE_MODELS',
-           'INPUT_ENVS', 'OUTPUT_ENVS', 'IMAGE_LISTS', 'INPUT_READERS', 'SMALL_INPUT', 'THREAD_ENVS', 'RUN_SECONDS',
-           'EXIT_BUSY', 'EXIT_INTERRUPTED', 'GENERATION_JOBS', 'GENERATION_INPUTS', 'analyses_dir', 'notebook_name',
-           'analysis_notebooks', 'ParameterError', 'Parameter', 'parse_declarations', 'parameters_cell',
-           'notebook_parameters', 'coerce_parameter', 'parameter_ceiling', 'check_parameter_value',
+           'INPUT_ENVS', 'OUTPUT_ENVS', 'IMAGE_LISTS', 'INPUT_READERS', 'SMALL_INPUT', 'KERNEL_DIED_STARTING',
+           'THREAD_ENVS', 'RUN_SECONDS', 'EXIT_BUSY', 'EXIT_INTERRUPTED', 'GENERATION_JOBS', 'GENERATION_INPUTS',
+           'analyses_dir', 'notebook_name', 'analysis_notebooks', 'ParameterError', 'Parameter', 'parse_declarations',
+           'parameters_cell', 'notebook_parameters', 'coerce_parameter', 'parameter_ceiling', 'check_parameter_value',
            'resolve_parameters', 'MissingInputError', 'InputCheck', 'folder_size', 'environment_warnings',
            'listed_images_missing', 'check_listed_images', 'notebook_releases', 'release_input', 'mark_unreadable',
            'check_inputs', 'rehearsal_folder', 'PreparedRun', 'missing_inputs_message', 'input_readers',
@@ -33,13 +33,13 @@ __all__ = ['PARAMETER_KINDS', 'PARAMETER_CEILINGS', 'PATH_KINDS', 'REFUSED_STATU
            'logged_sources', 'weights_record', 'file_md5', 'file_sha256', 'notebook_source_md5', 'package_version',
            'run_key', 'run_fingerprint', 'release_record', 'run_record', 'OutputBusyError', 'RunEnvironmentError',
            'RunInterrupted', 'output_lock', 'new_staging', 'describe_os_error', 'OutputPathError',
-           'check_output_folder', 'NotebookFailed', 'is_up_to_date', 'RunLog', 'write_notebook_html',
-           'profile_environment', 'rehearsal_record', 'stage_record', 'refuse_non_folder', 'space_needed',
-           'run_notebook', 'figures_dir', 'publish_outputs', 'cpu_cores', 'thread_environment', 'run_seconds',
-           'previous_seconds', 'run_order', 'end_with_parent', 'start_child', 'child_result', 'stop_children',
-           'stop_resource_tracker', 'publish_site', 'running_cells', 'reproduce', 'check_notebooks', 'format_check',
-           'release_checks', 'format_releases', 'format_parameters', 'exit_code', 'main', 'notebook_defaults',
-           'generate']
+           'check_output_folder', 'NotebookFailed', 'is_up_to_date', 'RunLog', 'kernel_died_starting',
+           'kernel_last_words', 'write_notebook_html', 'profile_environment', 'rehearsal_record', 'stage_record',
+           'refuse_non_folder', 'space_needed', 'run_notebook', 'figures_dir', 'publish_outputs', 'cpu_cores',
+           'thread_environment', 'run_seconds', 'previous_seconds', 'run_order', 'end_with_parent', 'start_child',
+           'child_result', 'stop_children', 'stop_resource_tracker', 'publish_site', 'running_cells', 'reproduce',
+           'check_notebooks', 'format_check', 'release_checks', 'format_releases', 'format_parameters', 'exit_code',
+           'main', 'notebook_defaults', 'generate']
 
 # %% ../../nbs/run/01_runner.ipynb #b2477762
 def analyses_dir() -> Path:
@@ -967,6 +967,22 @@ def _kernel_manager_class(log_file):
         async def start_kernel(self, **kw): return await super().start_kernel(**{"stdout": log_file, "stderr": log_file, **kw})
     return KernelOutputToLog
 
+# %% ../../nbs/run/01_runner.ipynb #kdied001
+KERNEL_DIED_STARTING = "Kernel died before replying to kernel_info"   # jupyter_client's words: no cell has run yet
+
+def kernel_died_starting(e: BaseException) -> bool:
+    "Whether `e` is the notebook's kernel dying before it answered its first request (so no cell ran: starting it again is safe)."
+    return isinstance(e, RuntimeError) and KERNEL_DIED_STARTING in str(e)
+
+def kernel_last_words(log_path, # a run's `run.log` (the kernel writes its stdout and stderr into it)
+                      n: int = 3, # lines
+                     ) -> str:
+    "The last `n` lines the kernel wrote to `log_path` since the runner's last `[vlbias ...]` note, joined by ' | '."
+    try: lines = Path(log_path).read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError: return ""
+    notes = [i for i, l in enumerate(lines) if l.startswith("[vlbias ")]
+    return " | ".join([l.strip() for l in lines[notes[-1] + 1 if notes else 0:] if l.strip()][-n:])
+
 # %% ../../nbs/run/01_runner.ipynb #0e4bb18d
 _ENV_ERRORS = ("[Errno 28]", "[Errno 122]", "[Errno 13]", "[Errno 30]", "[Errno 5]", "database or disk is full")
 
@@ -1112,9 +1128,15 @@ def _run_notebook(path, profile: str = "smoke", overrides: dict | None = None, o
                    **({"VLBIAS_VERIFY_GENERATED": "1"} if verify else {})}
             t0 = time.time()
             with _environ(env):
-                pm.execute_notebook(str(path), str(out_nb), parameters=injected, progress_bar=progress, cwd=str(path.parent),
-                                    kernel_name=kernel_name, log_output=False, stdout_file=log, stderr_file=log,
-                                    kernel_manager_class=_kernel_manager_class(log.f))
+                for attempt in (1, 2):                     # a kernel that dies as it starts (no cell ran) is started once more
+                    try:
+                        pm.execute_notebook(str(path), str(out_nb), parameters=injected, progress_bar=progress, cwd=str(path.parent),
+                                            kernel_name=kernel_name, log_output=False, stdout_file=log, stderr_file=log,
+                                            kernel_manager_class=_kernel_manager_class(log.f))
+                        break
+                    except RuntimeError as e:
+                        if attempt == 2 or not kernel_died_starting(e): raise
+                        log.note(f"the kernel died as it started (its last words: {kernel_last_words(log.path) or 'none'}); starting it once more")
         except PapermillExecutionError as e:
             kept = keep()
             if e.ename == "KeyboardInterrupt":
@@ -1141,7 +1163,9 @@ def _run_notebook(path, profile: str = "smoke", overrides: dict | None = None, o
             raise RunEnvironmentError(f"{describe_os_error(e)}. {kept_in(kept, f'What {name} wrote is')}; {earlier}.") from None
         except Exception as e:                             # kernel death, ...: keep what was executed too
             kept = keep()
-            raise NotebookFailed(f"Notebook {name!r} ({path}) stopped: {type(e).__name__}: {str(e).rstrip('.')}. "
+            said = kernel_last_words(kept / "run.log") if kept and kernel_died_starting(e) else ""
+            raise NotebookFailed(f"Notebook {name!r} ({path}) stopped: {type(e).__name__}: {str(e).rstrip('.')}"
+                                 f"{f' (twice; the kernel last wrote: {said})' if said else ''}. "
                                  f"{kept_in(kept, 'Whatever it wrote is')}; {earlier}.") from e
         try:                                               # finishing: the notebook ran; nothing of it may be lost now
             _fix_out_dir_refs(out_nb, staging, final)
