@@ -25,7 +25,7 @@ def rows(folder: Path):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("folder", help="a runs folder (vlbias ... --out DIR), searched for run.json files")
-    ap.add_argument("--markdown", action="store_true", help="print a Markdown table (for the README)")
+    ap.add_argument("--markdown", action="store_true", help="print a Markdown table (for the guide page nbs/guide/profiles.md)")
     a = ap.parse_args(argv)
     folder = Path(a.folder)
     if not folder.is_dir(): sys.exit(f"error: {folder} is not a folder of runs (give the --out folder of a rehearsal run)")

@@ -107,14 +107,17 @@ def test_analyses_declare_paper_and_are_not_executed_by_nbdev():
         assert fm.get("paper") in set(papers().paper_name), nb.name
         assert fm.get("skip_exec") is True and fm.get("skip_showdoc") is True, nb.name
 
-def test_navigation_lists_results_then_analyses_by_paper_then_model_cards_then_library():
+def test_navigation_lists_results_then_analyses_by_paper_then_model_cards_then_guide_then_library():
     committed = (ROOT / "nbs" / "sidebar.yml").read_text(encoding="utf-8")
     import yaml
     assert yaml.safe_load(committed) == site_navigation(), "nbs/sidebar.yml is stale: run vlbias_nb.run.site.write_navigation()"
     side = site_navigation()["website"]["sidebar"]["contents"]
     cards = sorted((ROOT / "nbs" / "cards").glob("*.md"))                        # pages of `vlbias card --publish`, if any
+    guide = guide_pages(ROOT / "nbs")                                             # the manual the README links to
+    assert guide, "no guide pages in nbs/guide/"
     assert side[0]["href"] == "index.ipynb" and [e["section"] for e in side[1:]] == \
-        ["Analyses", *(["Model cards"] if cards else []), "Library reference"]
+        ["Analyses", *(["Model cards"] if cards else []), "Guide", "Library reference"]
+    assert next(e for e in side if e.get("section") == "Guide")["contents"] == guide_entries(ROOT / "nbs", guide)
     if cards:                                   # the navbar's model cards: a menu of the published pages, each saying what it is
         navbar = site_navigation()["website"]["navbar"]["left"]
         assert navbar[2] == {"text": "Model cards", "menu": card_entries(ROOT / "nbs", card_pages(ROOT / "nbs"))}
@@ -157,7 +160,7 @@ def test_published_tables_beside_the_paper_say_whether_they_are_comparable():
 
 # ---- The site as a reader meets it (issue 32) ----
 import html as _html, posixpath, yaml
-from vlbias_nb.run.site import (page_file, card_entries, card_pages, plumbing_reason, raw_backticks, render_html, RESULTS_TAG, site_navigation,
+from vlbias_nb.run.site import (page_file, card_entries, card_pages, guide_entries, guide_pages, plumbing_reason, raw_backticks, render_html, RESULTS_TAG, site_navigation,
                                 analysis_name, headlines, LEDGER_LABEL)
 
 def _fm(nb):

@@ -9,8 +9,9 @@ its own box at 390 px.
 
 No Quarto here: the pages are nbdev's processed notebooks (conftest's `processed_site`, shared with tests/test_site.py)
 rendered by nbconvert (`render_html`, which emulates Quarto's folds, heading ids and text column). To stay fast it
-renders a representative set once per test run (`PAGES`: the home page, every analysis page, the model cards and six
-library pages, among them the two whose docstrings held Markdown) and loads each page once, in one Chromium process
+renders a representative set once per test run (`PAGES`: the home page, every analysis page, the model cards, the
+guide pages (`nbs/guide/*.md`, Markdown pages as the cards are) and six library pages, among them the two whose
+docstrings held Markdown) and loads each page once, in one Chromium process
 holding it in a frame per width, two pages at a time. Skipped, saying so, where Chromium is absent (`apt-get install -y chromium`);
 the equation check also needs Debian's MathJax (`apt-get install -y libjs-mathjax`), which the pages then load instead of
 nbconvert's MathJax on the web."""
@@ -29,9 +30,10 @@ pytestmark = pytest.mark.skipif(not CHROMIUM, reason="needs headless Chromium: a
 ROOT = project_root()
 ANALYSES = sorted(p.relative_to(ROOT / "nbs").as_posix() for p in (ROOT / "nbs" / "analyses").rglob("[0-9]*.ipynb"))
 CARDS = sorted(p.relative_to(ROOT / "nbs").as_posix() for p in (ROOT / "nbs" / "cards").glob("*.md"))
+GUIDE = sorted(p.relative_to(ROOT / "nbs").as_posix() for p in (ROOT / "nbs" / "guide").glob("*.md"))
 LIBRARY = ["library.ipynb", "02_seeds.ipynb", "18_report.ipynb", "papers/social_counterfactuals/01_intersectional_probing.ipynb",
            "data/08_fairness_datasets.ipynb", "run/01_runner.ipynb"]
-PAGES = ["index.ipynb", *ANALYSES, *CARDS, *LIBRARY]
+PAGES = ["index.ipynb", *ANALYSES, *CARDS, *GUIDE, *LIBRARY]
 WIDTHS = (1400, 390)
 SCREEN = 900                   # px: the window's height, one screen
 MAX_SCREENS = 25               # an analysis page (its folds closed) at 1400 px is at most this many screens

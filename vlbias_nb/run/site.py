@@ -12,15 +12,16 @@ from ..resources import read_resource_yaml
 
 # %% auto #0
 __all__ = ['RUN_RECORD_TAG', 'PROFILE_NOTES', 'PUBLISHED_PATHS', 'PRIVATE_RECORD_KEYS', 'README_START', 'README_END',
-           'LIBRARY_LAYERS', 'PIPELINE_CHECK_WEIGHTS', 'LIBRARY_OVERVIEW', 'PLUMBING_DIRECTIVE', 'METHOD_DIRECTIVE',
-           'FOLD_MARKER', 'RESULTS_TAG', 'PREVIEW_IMAGE', 'LEDGER_LABEL', 'RESULTS_INTRO', 'SECTION_TAG',
-           'SECTION_SUMMARY', 'FIGURE_DIR', 'MIN_FIGURE_TEXT_PX', 'FIGURE_MARKDOWN', 'HIDE_INPUT_TAG', 'QUARTO_COLUMN',
-           'absolute_paths', 'path_replacements', 'scrub_paths', 'PublishError', 'collapse_carriage_returns',
-           'clean_outputs', 'unpublished_pathspec', 'device_text', 'changed_parameters', 'release_variant_text',
-           'run_record_markdown', 'nbdev_clean_notebook', 'merge_run_outputs', 'notebook_defaults_of',
-           'publish_notebook', 'execute_in_place', 'readme_summary', 'update_readme_summary', 'notebook_front_matter',
-           'notebook_title', 'library_pages', 'card_pages', 'card_weights', 'card_label', 'card_entries', 'page_file',
-           'analysis_notebooks', 'analysis_name', 'analysis_hrefs', 'notebook_description', 'library_overview_markdown',
+           'LIBRARY_LAYERS', 'PIPELINE_CHECK_WEIGHTS', 'GUIDE_ORDER', 'LIBRARY_OVERVIEW', 'PLUMBING_DIRECTIVE',
+           'METHOD_DIRECTIVE', 'FOLD_MARKER', 'RESULTS_TAG', 'PREVIEW_IMAGE', 'LEDGER_LABEL', 'RESULTS_INTRO',
+           'SECTION_TAG', 'SECTION_SUMMARY', 'FIGURE_DIR', 'MIN_FIGURE_TEXT_PX', 'FIGURE_MARKDOWN', 'HIDE_INPUT_TAG',
+           'QUARTO_COLUMN', 'absolute_paths', 'path_replacements', 'scrub_paths', 'PublishError',
+           'collapse_carriage_returns', 'clean_outputs', 'unpublished_pathspec', 'device_text', 'changed_parameters',
+           'release_variant_text', 'run_record_markdown', 'nbdev_clean_notebook', 'merge_run_outputs',
+           'notebook_defaults_of', 'publish_notebook', 'execute_in_place', 'readme_summary', 'update_readme_summary',
+           'notebook_front_matter', 'notebook_title', 'library_pages', 'card_pages', 'card_weights', 'card_label',
+           'card_entries', 'markdown_front_matter', 'guide_pages', 'guide_entries', 'page_file', 'analysis_notebooks',
+           'analysis_name', 'analysis_hrefs', 'notebook_description', 'library_overview_markdown',
            'show_library_overview', 'menu_label', 'site_navigation', 'write_navigation', 'plumbing_reason',
            'label_title', 'inline_markdown', 'raw_backticks', 'tidy_output_html', 'repair_link',
            'repair_markdown_links', 'headlines', 'headline_outputs', 'analysis_ledger_html', 'results_section',
@@ -345,6 +346,34 @@ def card_entries(nbs, cards) -> list[dict]:
     "The model card pages as navigation entries (`text`: `card_label`, `href`), the leaderboard first."
     return [{"text": card_label(nbs, c), "href": c} for c in cards]
 
+# %% ../../nbs/run/02_site.ipynb #gd000001
+GUIDE_ORDER = ("cli", "profiles", "data", "cards", "site", "developing")   # the guide's reading order: nbs/guide/<name>.md
+
+def markdown_front_matter(path) -> dict:
+    "The YAML front matter (between `---` lines at its top) of the Markdown page at `path`, or {}."
+    import yaml
+    m = re.match(r"---[ \t]*\n(.*?)\n---[ \t]*(?:\n|$)", Path(path).read_text(encoding="utf-8"), re.S)
+    return (yaml.safe_load(m.group(1)) or {}) if m else {}
+
+def guide_pages(nbs) -> list[str]:
+    """The guide pages `nbs/guide/*.md` (the manual the README links to) as sidebar entries: those `GUIDE_ORDER` names in
+    its order, any other after them by name."""
+    nbs = Path(nbs)
+    d = nbs / "guide"
+    pages = [p for p in d.glob("*.md") if not p.name.startswith(("_", "."))] if d.is_dir() else []
+    rank = lambda p: (GUIDE_ORDER.index(p.stem) if p.stem in GUIDE_ORDER else len(GUIDE_ORDER), p.stem)
+    return [p.relative_to(nbs).as_posix() for p in sorted(pages, key=rank)]
+
+def guide_entries(nbs, pages) -> list[dict]:
+    "The guide pages as navigation entries: `text` the page's front-matter `title:` (a page without one is refused), `href` the page."
+    out = []
+    for g in pages:
+        title = markdown_front_matter(Path(nbs) / g).get("title")
+        if not title: raise PublishError(f"{Path(nbs) / g} has no `title:` in its front matter; add one (the navigation names the page by it)")
+        out.append({"text": str(title), "href": g})
+    return out
+
+
 # %% ../../nbs/run/02_site.ipynb #rd000002
 def page_file(rel) -> str:
     """The page Quarto writes for the notebook or Markdown file at `rel` (relative to nbs/): nbdev sets each notebook's
@@ -429,15 +458,17 @@ def site_navigation(nbs=None) -> dict:
     sections = [{"section": p, "contents": by_paper[p]} for p in papers().paper_name if p in by_paper]
     library, cards = library_pages(nbs), card_pages(nbs)
     overview = [LIBRARY_OVERVIEW] if (nbs / LIBRARY_OVERVIEW).exists() else []
-    card_menu = card_entries(nbs, cards)
+    card_menu, guide = card_entries(nbs, cards), guide_entries(nbs, guide_pages(nbs))
     sidebar = {"contents": [{"text": "Results ledger", "href": "index.ipynb"},
                             {"section": "Analyses", "contents": sections},
                             *([{"section": "Model cards", "contents": card_menu}] if cards else []),
+                            *([{"section": "Guide", "contents": guide}] if guide else []),
                             {"section": "Library reference", "contents": overview + library}]}
     navbar = {"left": [{"text": "Results", "href": "index.ipynb"},
                        {"text": "Analyses", "menu": [{"text": menu_label(s["section"], notebook_title(nbs / c)), "href": c}
                                                     for s in sections for c in s["contents"]]},
                        *([{"text": "Model cards", "menu": [dict(e) for e in card_menu]}] if cards else []),
+                       *([{"text": "Guide", "menu": [dict(e) for e in guide]}] if guide else []),
                        {"text": "Library", "href": (overview or [_first_page(library) or "index.ipynb"])[0]}]}
     return {"website": {"sidebar": sidebar, "navbar": navbar}}
 
