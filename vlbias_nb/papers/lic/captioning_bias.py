@@ -248,7 +248,7 @@ def _draw_tokens(ax, renderer, y, tokens, shade, top, x0, x_max, fontsize):
     the lines centred on y); returns the artists and the number of lines."""
     inv, pt = ax.transData.inverted(), ax.figure.dpi / 72           # pt: display units per point
     line_h = abs(inv.transform((0, fontsize * 1.45 * pt))[1] - inv.transform((0, 0))[1])
-    gap = inv.transform((0.65 * fontsize * pt, 0))[0] - inv.transform((0, 0))[0]   # a space and the shading boxes' pads
+    gap = inv.transform((0.8 * fontsize * pt, 0))[0] - inv.transform((0, 0))[0]    # a space and the shading boxes' pads
     x, line, arts, lines = x0, 0, [], []
     for j, (t, s) in enumerate(zip(tokens, shade)):
         masked = t == GENDER_TOKEN
@@ -260,7 +260,7 @@ def _draw_tokens(ax, renderer, y, tokens, shade, top, x0, x_max, fontsize):
         if x1 > x_max and x > x0:                                   # wrap: the token starts the next line
             line += 1; tx.set_x(x0); x1 = x0 + (x1 - x)
         arts.append(tx); lines.append(line)
-        x = x1 + gap
+        x = x1 + gap * (2 if masked else 1)                         # the block glyphs draw wider than their extent
     for tx, k in zip(arts, lines): tx.set_y(y + (k - line / 2) * line_h)
     return arts, line + 1
 
