@@ -244,45 +244,61 @@ def caption_contributions(classifier: CaptionAttributeClassifier, captions: dict
 
 # %% ../../../nbs/papers/lic/00_captioning_bias.ipynb #adb5b440
 def _draw_tokens(ax, renderer, y, tokens, shade, top, x0, x_max, fontsize):
-    "Draw one caption's tokens from x0; returns the artists and the right end (axes data x)."
-    inv, x, arts = ax.transData.inverted(), x0, []
+    """Draw one caption's tokens from x0, a token that would pass `x_max` starting a further line (`fontsize` × 1.45 apart,
+    the lines centred on y); returns the artists and the number of lines."""
+    inv, pt = ax.transData.inverted(), ax.figure.dpi / 72           # pt: display units per point
+    line_h = abs(inv.transform((0, fontsize * 1.45 * pt))[1] - inv.transform((0, 0))[1])
+    gap = inv.transform((0.8 * fontsize * pt, 0))[0] - inv.transform((0, 0))[0]    # a space and the shading boxes' pads
+    x, line, arts, lines = x0, 0, [], []
     for j, (t, s) in enumerate(zip(tokens, shade)):
         masked = t == GENDER_TOKEN
         g = 1 - 0.75 * s
         tx = ax.text(x, y, "█████" if masked else t, va="center", ha="left", fontsize=fontsize, color="black",
                      weight="bold" if j == top and not masked else "normal",
                      bbox=dict(boxstyle="square,pad=0.15", fc=(g, g, g), ec="none") if not masked and s > 0 else None)
-        arts.append(tx)
-        x = inv.transform((tx.get_window_extent(renderer=renderer).x1, 0))[0] + 0.006
-    return arts, x
+        x1 = inv.transform((tx.get_window_extent(renderer=renderer).x1, 0))[0]
+        if x1 > x_max and x > x0:                                   # wrap: the token starts the next line
+            line += 1; tx.set_x(x0); x1 = x0 + (x1 - x)
+        arts.append(tx); lines.append(line)
+        x = x1 + gap * (2 if masked else 1)                         # the block glyphs draw wider than their extent
+    for tx, k in zip(arts, lines): tx.set_y(y + (k - line / 2) * line_h)
+    return arts, line + 1
 
 def plot_caption_contributions(rows: Sequence[dict], values: Sequence[str], ax=None, colors=None, title: str | None = None):
     """Draw captions with words shaded by their (positive) contribution, bold for the largest, masked words as black
-    boxes, and bars of each caption's bias scores per value (LIC Fig. 1-2 style). Returns the figure."""
+    boxes, and bars of each caption's bias scores per value (LIC Fig. 1-2 style). Returns the figure. Its own figure is
+    7.4 in wide, every text at least 8 pt (legible at the site's 750 px column; issue 43): a long caption wraps onto
+    a second line (7 pt where two lines of 8 pt do not fit its row), a long title wraps left of the legend."""
+    import textwrap
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
     n = len(rows)
-    if ax is None: fig, ax = plt.subplots(figsize=(11, 0.55 * n + 0.9))
+    if ax is None: fig, ax = plt.subplots(figsize=(7.4, 0.6 * n + 0.9))
     else: fig = ax.figure
     colors = colors or ["#d95f02", "#1b9e77", "#7570b3", "#e7298a"]
     ax.set_xlim(0, 1); ax.set_ylim(-0.5, n - 0.5); ax.invert_yaxis(); ax.axis("off")
     fig.canvas.draw()
     r = fig.canvas.get_renderer()
+    inv = ax.transData.inverted()
+    row_pt = ax.get_window_extent(r).height / n * 72 / fig.dpi     # the height of one caption's row
+    labels = [ax.text(0.0, y, str(row["label"]), va="center", ha="left", fontsize=8, weight="bold") for y, row in enumerate(rows)]
+    x0 = max(inv.transform((t.get_window_extent(r).x1, 0))[0] for t in labels) + 0.015 if labels else 0.14
     x_bars = 0.8
     for y, row in enumerate(rows):
-        ax.text(0.0, y, str(row["label"]), va="center", ha="left", fontsize=9, weight="bold")
         c = np.clip(np.asarray(row["contributions"], float), 0, None)
         shade = c / c.max() if c.size and c.max() > 0 else c
         top = int(np.argmax(row["contributions"])) if len(c) else -1
-        for fs in (9, 8, 7, 6, 5):                                  # shrink long captions until they fit
-            arts, x_end = _draw_tokens(ax, r, y, row["tokens"], shade, top, 0.14, x_bars, fs)
-            if x_end <= x_bars - 0.01 or fs == 5: break
+        for fs in (8, 7):                                           # wrap long captions; 7 pt where 8 pt needs too many lines
+            arts, n_lines = _draw_tokens(ax, r, y, row["tokens"], shade, top, x0, x_bars - 0.01, fs)
+            if n_lines * fs * 1.45 <= 0.95 * row_pt or fs == 7: break
             for a in arts: a.remove()
         for k, v in enumerate(values):
             sc, yk = float(row["scores"][v]), y - 0.2 + 0.4 * k / max(len(values) - 1, 1)
             ax.barh(yk, 0.15 * sc, left=x_bars + 0.02, height=0.35 / len(values), color=colors[k % len(colors)])
-            ax.text(x_bars + 0.02 + 0.15 * sc + 0.005, yk, f"{sc:.2f}", va="center", fontsize=7)
-    ax.legend(handles=[Patch(color=colors[k % len(colors)], label=f"bias score: {v}") for k, v in enumerate(values)],
-              loc="lower right", fontsize=8, frameon=False, bbox_to_anchor=(1.0, 1.0), ncol=len(values))
-    if title: ax.set_title(title, fontsize=10, loc="left")
+            ax.text(x_bars + 0.02 + 0.15 * sc + 0.005, yk, f"{sc:.2f}", va="center", fontsize=8)
+    leg = ax.legend(handles=[Patch(color=colors[k % len(colors)], label=f"bias score: {v}") for k, v in enumerate(values)],
+                    loc="lower right", fontsize=8, frameon=False, bbox_to_anchor=(1.0, 1.0), ncol=len(values))
+    if title:                                                       # wrapped to the room left of the legend
+        room_pt = (leg.get_window_extent(r).x0 - ax.get_window_extent(r).x0) * 72 / fig.dpi - 6
+        ax.set_title("\n".join(textwrap.wrap(title, max(20, int(room_pt / (0.5 * 9))))), fontsize=9, loc="left")
     return fig
