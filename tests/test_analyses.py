@@ -3,7 +3,8 @@ with its planted known answers read back from the tables it wrote; and the COCO 
 import json, pytest
 import numpy as np, pandas as pd
 from vlbias_nb.resources import known_answer
-from vlbias_nb.run.runner import analysis_notebooks, run_notebook
+from vlbias_nb.run.parameters import analysis_notebooks
+from vlbias_nb.run.execution import run_notebook
 
 NOTEBOOKS = analysis_notebooks()
 

@@ -344,7 +344,7 @@ def test_models_file_and_bad_input(tmp_path, capsys):
 # ---- CLI, compare, sharding --------------------------------------------------------------------------------------
 
 def test_vlbias_card_command_and_compare(tmp_path, monkeypatch):
-    from vlbias_nb.run.runner import main
+    from vlbias_nb.run.cli import main
     monkeypatch.setenv("VLBIAS_CACHE", str(tmp_path / "cache"))
     assert main(["card", "tiny-clip", "--only", "gab.text_bias", "--out", str(tmp_path / "a"), "--no-progress"]) == 0
     card = json.loads((tmp_path / "a" / "card.json").read_text())

@@ -77,8 +77,10 @@ def test_sqlite_disk_io_error_names_the_manifest(tmp_path):
 import errno, os, shutil, subprocess, time
 from PIL import Image
 from conftest import requires_shared
-from vlbias_nb.run import runner
-from vlbias_nb.run.runner import main, publish_outputs, RunEnvironmentError, exit_code, describe_os_error
+from vlbias_nb.run import publish
+from vlbias_nb.run.outputs import RunEnvironmentError, describe_os_error
+from vlbias_nb.run.publish import publish_outputs
+from vlbias_nb.run.cli import main, exit_code
 from vlbias_nb.paths import data_root, PathKindError, check_path_variables
 from vlbias_nb.data.card_data import check_card_data, DataFolderError
 from vlbias_nb.data import rehearsal
@@ -105,13 +107,13 @@ def test_publish_with_the_disk_filling_half_way_keeps_the_previous_publish(tmp_p
         calls.append(dst)
         if len(calls) > 1: raise OSError(errno.ENOSPC, "No space left on device", str(dst))
         shutil.copyfile(src, dst)
-    monkeypatch.setattr(runner, "_publish_copy", half_full)
+    monkeypatch.setattr(publish, "_publish_copy", half_full)
     with pytest.raises(RunEnvironmentError) as e: publish_outputs(second, dest)
     msg = str(e.value)
     assert _tree(dest) == before and sorted(p.name for p in dest.parent.iterdir()) == [".locks", "demo"]
     block = os.statvfs(dest.parent).f_frsize                              # three files of 8, 8 and 4 bytes: a block each
     assert msg.startswith(f"publishing demo to {dest} failed: {dest.parent}: no space left on the device; free at least "
-                          f"{runner._human_bytes(3 * block)} there"), msg
+                          f"{publish._human_bytes(3 * block)} there"), msg
     assert "--resume --publish" in msg and f"{dest} still holds the previous publish, unchanged" in msg
     assert ".publish-" not in msg and "--out" not in msg                   # neither the staged name nor advice that does not help
     monkeypatch.undo()
@@ -224,7 +226,7 @@ def test_wording_a_path_that_exists_is_never_not_found(tmp_path, capsys):
 
 def test_wording_a_read_only_folder_names_the_folder_not_the_probe(tmp_path, monkeypatch):
     "Case 10: the read-only / permission message names the output folder, not the temporary probe file."
-    from vlbias_nb.run.runner import check_output_folder
+    from vlbias_nb.run.outputs import check_output_folder
     import tempfile
     def refuse(*a, dir=None, **k): raise PermissionError(errno.EACCES, "Permission denied", f"{dir}/.vlbias-write-test-abc")
     monkeypatch.setattr(tempfile, "mkstemp", refuse)
@@ -235,7 +237,7 @@ def test_wording_a_read_only_folder_names_the_folder_not_the_probe(tmp_path, mon
 def test_wording_no_earlier_run_is_not_called_untouched(tmp_path):
     "Case 10: a first run that fails does not say 'earlier runs are untouched' (there were none)."
     from conftest import make_notebook
-    from vlbias_nb.run.runner import run_notebook, NotebookFailed
+    from vlbias_nb.run.execution import run_notebook, NotebookFailed
     nb = make_notebook(tmp_path / "nbs", "01_boom.ipynb", ["out_dir = None", "raise OSError(28, 'No space left on device')"])
     with pytest.raises(NotebookFailed) as e: run_notebook(nb, out_root=tmp_path / "out", progress=False, html=False)
     msg = str(e.value)
@@ -276,14 +278,14 @@ def test_a_failed_publish_puts_the_notebook_page_back(tmp_path, monkeypatch):
     "Case 1: the swap fails after the analysis notebook's page was rewritten: the page is put back byte for byte."
     import nbformat
     from conftest import make_notebook
-    from vlbias_nb.run.runner import run_notebook
+    from vlbias_nb.run.execution import run_notebook
     src = make_notebook(tmp_path / "nbs", "01_demo.ipynb", ["n = 2\nout_dir = None",
                         "from vlbias_nb.paths import save_table\nimport pandas as pd\nsave_table(pd.DataFrame({'v': [1] * n}), out_dir, 'values')"])
     nb = nbformat.read(str(src), as_version=4); nb.cells.insert(0, nbformat.v4.new_markdown_cell("# Demo")); nbformat.write(nb, str(src))
     run = run_notebook(src, out_root=tmp_path / "out", progress=False, html=False)
     page, dest = src.read_bytes(), tmp_path / "figures/demo"
     def no_swap(a, b): raise OSError(errno.ENOSPC, "No space left on device", str(b))
-    monkeypatch.setattr(runner, "_replace_dir", no_swap)
+    monkeypatch.setattr(publish, "_replace_dir", no_swap)
     with pytest.raises(RunEnvironmentError, match="nothing was published to"): publish_outputs(run, dest, notebook=src)
     assert src.read_bytes() == page and not dest.exists()
     monkeypatch.undo()

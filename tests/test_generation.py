@@ -116,12 +116,12 @@ def _free_port():
     with socket.socket() as s: s.bind(("127.0.0.1", 0)); return s.getsockname()[1]
 
 def test_accelerate_launch_two_cpu_processes_equal_one_process(tmp_path):
-    """`accelerate launch --num_processes 2 -m vlbias_nb.run.runner generate gensynth_editing` on the CPU: the two shards are
+    """`accelerate launch --num_processes 2 -m vlbias_nb.run.cli generate gensynth_editing` on the CPU: the two shards are
     disjoint, their union is the one-process run row for row, and every image is byte-identical."""
     from vlbias_nb.paths import has_shared
     if not has_shared("coco-mini/annotations/instances_train2017.json"): pytest.skip("coco-mini not in the shared data")
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}   # what accelerate gives each process: CPU
-    args = ["-m", "vlbias_nb.run.runner", "generate", "gensynth_editing", "-p", "n_sources", "2", "-p", "edit_batch_size", "4"]
+    args = ["-m", "vlbias_nb.run.cli", "generate", "gensynth_editing", "-p", "n_sources", "2", "-p", "edit_batch_size", "4"]
     one = subprocess.run([sys.executable, *args, "--generation-dir", str(tmp_path / "one")], env=env, capture_output=True, text=True, timeout=600)
     assert one.returncode == 0, one.stderr[-3000:]
     launch = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
@@ -155,7 +155,7 @@ def test_generation_benchmark_runs_on_cpu_at_tiny_size():
     assert m and float(m.group(1)) > 0
 
 def test_vlbias_generate_refuses_bad_requests_in_one_line(capsys, tmp_path):
-    from vlbias_nb.run.runner import main
+    from vlbias_nb.run.cli import main
     assert main(["generate", "gensynth_editing"]) == 2                            # smoke: generation_dir '' = inside a run
     assert "pass --generation-dir DIR" in capsys.readouterr().err
     assert main(["generate", "tfidf_table1", "--generation-dir", str(tmp_path)]) == 2

@@ -8,7 +8,12 @@ from conftest import make_notebook as _nb
 from vlbias_nb.paths import data_root
 from vlbias_nb.data.releases import (release_checksums, release_folder, verify_release, check_release, has_release,
                                      safe_unpickle, ReleaseMismatchError, RELEASE_VARIANTS_ENV, RELEASES)
-from vlbias_nb.run.runner import main, run_notebook, prepare_run, MissingInputError, ParameterError, OutputPathError
+from vlbias_nb.run.parameters import ParameterError
+from vlbias_nb.run.inputs import MissingInputError
+from vlbias_nb.run.prepare import prepare_run
+from vlbias_nb.run.outputs import OutputPathError
+from vlbias_nb.run.execution import run_notebook
+from vlbias_nb.run.cli import main
 
 SC = "social_counterfactuals"
 
@@ -64,7 +69,7 @@ def test_a_modified_release_file_is_caught_by_check_run_and_resume(tmp_path, mon
     assert {p: p.read_bytes() for p in first.rglob("*") if p.is_file()} == before          # nothing was run or written
     assert not (out / "failed").exists()
     capsys.readouterr()
-    monkeypatch.setattr("vlbias_nb.run.runner.analyses_dir", lambda: tmp_path / "nbs")
+    monkeypatch.setattr("vlbias_nb.run.parameters.analyses_dir", lambda: tmp_path / "nbs")
     assert main(["check"]) == 2
     out_text = capsys.readouterr().out
     assert f"DAMAGED  {SC}" in out_text and "metadata_physical_race.csv" in out_text, out_text
@@ -114,7 +119,7 @@ def test_a_missing_or_extra_release_file_is_named(tmp_path, monkeypatch):
 
 def test_a_release_variable_naming_nothing_is_warned_about(tmp_path, monkeypatch, capsys):
     "Case 2: VLBIAS_GAB_RELEASE=/nowhere warns at start, as VLBIAS_DATA=/nowhere does."
-    from vlbias_nb.run.runner import environment_warnings
+    from vlbias_nb.run.inputs import environment_warnings
     monkeypatch.setenv("VLBIAS_GAB_RELEASE", str(tmp_path / "nowhere"))
     w = [x for x in environment_warnings() if "VLBIAS_GAB_RELEASE" in x]
     assert w and "does not exist" in w[0] and "counts as absent" in w[0]
@@ -159,12 +164,12 @@ def _driver(tmp_path, folder, args) -> list:
     "The `vlbias` command on the notebooks of `folder` (its analyses folder patched), as a subprocess command line."
     code = textwrap.dedent(f"""
         import sys, pathlib
-        import vlbias_nb.run.runner as r
-        r.analyses_dir = lambda: pathlib.Path({str(folder)!r})
-        r.figures_dir = lambda: pathlib.Path({str(tmp_path / 'figures')!r})
-        r.publish_site = lambda **kw: {{}}
+        import vlbias_nb.run.parameters as p, vlbias_nb.run.publish as pub, vlbias_nb.run.reproduce as rep, vlbias_nb.run.cli as cli
+        p.analyses_dir = lambda: pathlib.Path({str(folder)!r})
+        pub.figures_dir = lambda: pathlib.Path({str(tmp_path / 'figures')!r})
+        rep.publish_site = cli.publish_site = lambda **kw: {{}}
         import vlbias_nb.run.site as s; s.publish_notebook = lambda *a, **k: None
-        sys.exit(r.main({args!r}))""")
+        sys.exit(cli.main({args!r}))""")
     return [sys.executable, "-c", code]
 
 def _descendants(pid):
@@ -257,10 +262,10 @@ def test_ctrl_c_after_a_notebook_finished_under_publish_says_where_each_run_is(t
 
 def test_publish_onto_a_file_refuses_before_it_moves_anything(tmp_path, monkeypatch):
     "Case 6: figures/<name> is a file: exit 2 naming it, before the kernel starts; nothing hidden as .old, no page rewritten."
-    import vlbias_nb.run.runner as runner
+    import vlbias_nb.run.publish as publish
     nb = _nb(tmp_path / "nbs", "01_demo.ipynb", ["n = 1\nout_dir = None", WRITE])
     figs = tmp_path / "figures"; figs.mkdir(); (figs / "demo").write_text("a file in the way")
-    monkeypatch.setattr(runner, "figures_dir", lambda: figs)
+    monkeypatch.setattr(publish, "figures_dir", lambda: figs)
     page = nb.read_bytes()
     with pytest.raises(OutputPathError, match=f"{figs / 'demo'} is a file, not a folder"):
         run_notebook(nb, out_root=tmp_path / "out", progress=False, publish=True, html=False)
@@ -274,7 +279,7 @@ def test_absurd_and_self_referencing_parameters_are_refused_before_work(tmp_path
     assert main(["run", "coco_gender_labels", "-p", "n_planted_images", "1000000000000", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "must be at most 1,000,000" in err and "n_planted_images" in err, err
-    from vlbias_nb.run.runner import notebook_parameters, analysis_notebooks
+    from vlbias_nb.run.parameters import notebook_parameters, analysis_notebooks
     lists = [(n, k) for n, p in analysis_notebooks().items() for k, par in notebook_parameters(p).items() if par.type == "list"]
     n, k = lists[0]
     assert main(["run", n, "-p", k, "&a [*a]", "--out", str(tmp_path)]) == 2
@@ -296,21 +301,21 @@ def test_card_models_naming_a_binary_file_and_a_missing_gpu(tmp_path, capsys):
     assert card_main(["tiny-clip", "--device", "cuda", "--out", str(tmp_path / "c")]) == 3
     nb = _nb(tmp_path / "nbs", "01_dev.ipynb", ["device = 'cpu'  # torch device <device>\nout_dir = None", "pass"])
     with pytest.raises(MissingInputError) as e: prepare_run(nb, params={"device": "cuda"})
-    from vlbias_nb.run.runner import exit_code
+    from vlbias_nb.run.cli import exit_code
     assert exit_code(e.value) == 3
 
 # --- 9. unreadable input ----------------------------------------------------------------------------------------------
 
 def test_an_unreadable_input_is_refused_before_the_kernel_starts(tmp_path, monkeypatch):
     "Case 9: a captions file this user cannot read: 'cannot read FILE (permissions)', exit 3, before the kernel starts."
-    import vlbias_nb.run.runner as runner
-    from vlbias_nb.run.runner import exit_code
+    import vlbias_nb.run.inputs as inputs
+    from vlbias_nb.run.cli import exit_code
     f = tmp_path / "captions.json"; f.write_text("{}")
     nb = _nb(tmp_path / "nbs", "01_caps.ipynb", ["captions = ''  # a captions file <file>\nout_dir = None", "pass"])
     os.chmod(f, 0)
     if os.geteuid() == 0:                                   # root reads mode 000 anyway: as a user without root's override
-        real = runner._readable
-        monkeypatch.setattr(runner, "_readable", lambda p: False if Path(p) == f else real(p))
+        real = inputs._readable
+        monkeypatch.setattr(inputs, "_readable", lambda p: False if Path(p) == f else real(p))
     with pytest.raises(MissingInputError, match=f"cannot read {f} \\(permissions\\)") as e:
         run_notebook(nb, overrides={"captions": str(f)}, out_root=tmp_path / "out", progress=False)
     assert exit_code(e.value) == 3 and not (tmp_path / "out/caps").exists() and not (tmp_path / "out/failed").exists()
@@ -320,17 +325,18 @@ def test_an_unreadable_input_is_refused_before_the_kernel_starts(tmp_path, monke
 def test_publish_disk_full_names_the_destination_and_counts_blocks(tmp_path, monkeypatch):
     "Case 10: copyfile's ENOSPC names the source in runs/; the message names figures/ and asks for whole blocks."
     import errno
-    import vlbias_nb.run.runner as runner
-    from vlbias_nb.run.runner import publish_outputs, RunEnvironmentError
+    import vlbias_nb.run.publish as publish
+    from vlbias_nb.run.outputs import RunEnvironmentError
+    from vlbias_nb.run.publish import publish_outputs
     run = tmp_path / "runs/demo"; (run / "figures").mkdir(parents=True)
     for i in range(3): (run / "figures" / f"f{i}.png").write_bytes(b"x" * 5000)          # 15,000 bytes, two blocks each
     (run / "run.json").write_text("{}")
     def full(src, dst): raise OSError(errno.ENOSPC, "No space left on device", str(src))   # as shutil's sendfile path sets it
-    monkeypatch.setattr(runner, "_publish_copy", full)
+    monkeypatch.setattr(publish, "_publish_copy", full)
     dest = tmp_path / "figures/demo"
     with pytest.raises(RunEnvironmentError) as e: publish_outputs(run, dest)
     block = os.statvfs(tmp_path).f_frsize
     need = 3 * -(-5000 // block) * block + block                                            # the files, and run.json's block
     assert str(e.value).startswith(f"publishing demo to {dest} failed: {dest.parent}: no space left on the device; "
-                                   f"free at least {runner._human_bytes(need)} there"), str(e.value)
+                                   f"free at least {publish._human_bytes(need)} there"), str(e.value)
     assert str(run) not in str(e.value).split(" failed: ")[1].split(";")[0]

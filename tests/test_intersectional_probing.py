@@ -176,7 +176,7 @@ def test_finetuning_on_planted_counterfactuals_reduces_withheld_max_skew():
 def test_default_models_and_segments():
     "Smoke probes every tiny zoo model and all three segments; the full profile every zoo model the paper uses."
     from vlbias_nb.zoo.registry import MODEL_REGISTRY
-    from vlbias_nb.run.runner import analysis_notebooks, notebook_parameters
+    from vlbias_nb.run.parameters import analysis_notebooks, notebook_parameters
     from vlbias_nb.run.profiles import profile_overrides
     from vlbias_nb.papers.social_counterfactuals.counterfactual_captions import SEGMENTS
     params = notebook_parameters(analysis_notebooks()["social_counterfactuals"])

@@ -73,6 +73,29 @@ def test_no_import_circles():
     for m in sorted(GRAPH): visit(m)
     assert not cycles, "import circles: " + "; ".join(" -> ".join(c) for c in cycles)
 
+# The run layer's rooms, lowest floor first: a room imports only rooms on lower floors (lazy imports included), so the
+# runner, the site and the card never reach back up (issue 45). A new module of vlbias_nb/run must be given its floor.
+RUN_FLOORS = ["profiles", "site", "parameters", "inputs", "prepare", "records", "outputs", "publish", "execution",
+              "reproduce", "card", "cli"]
+RUN_MODULE_LINES = 400         # issue 45: no room of vlbias_nb/run over ~400 lines
+
+def _run_rooms() -> dict:
+    return {m: p for m, p in MODULES.items() if m.startswith("vlbias_nb.run.")}
+
+def _floor(mod: str) -> int: return RUN_FLOORS.index(mod.split(".")[2])
+
+def test_every_run_module_has_a_floor():
+    assert sorted(m.split(".")[2] for m in _run_rooms()) == sorted(RUN_FLOORS)
+
+def test_run_modules_import_downward_only():
+    bad = [(m, t) for m in _run_rooms() for t in GRAPH[m] if t.startswith("vlbias_nb.run.") and _floor(t) >= _floor(m)]
+    assert not bad, "a run module imports one on its own floor or above: " + ", ".join(f"{m} -> {t}" for m, t in sorted(bad))
+    assert sum(t.startswith("vlbias_nb.run.") for m in _run_rooms() for t in GRAPH[m]) > 20      # the rooms do import each other
+
+def test_run_modules_are_small():
+    big = {m: n for m, p in _run_rooms().items() if (n := len(p.read_text(encoding="utf-8").splitlines())) > RUN_MODULE_LINES}
+    assert not big, f"run modules over {RUN_MODULE_LINES} lines (split them by concern): {big}"
+
 def _called(tree) -> list:
     "`(line, name)` of every call in `tree` (the attribute or function name called)."
     out = []
@@ -98,7 +121,7 @@ def test_the_checker_catches_what_it_should(tmp_path):
     "The rules fail on a made-up upward import and a circle (the checks can fail)."
     g = {"vlbias_nb.zoo.a": {"vlbias_nb.papers.x.b"}, "vlbias_nb.papers.x.b": {"vlbias_nb.zoo.a"}}
     assert any(_layer(t) > _layer(m) for m, ts in g.items() for t in ts)
-    assert _paper("vlbias_nb.papers.gab.binding") == "gab" and _layer("vlbias_nb.run.runner") == 5 and _layer("vlbias_nb.paths") == 0
+    assert _paper("vlbias_nb.papers.gab.binding") == "gab" and _layer("vlbias_nb.run.cli") == 5 and _layer("vlbias_nb.paths") == 0
 
 
 def environment_reads(src: str) -> list:

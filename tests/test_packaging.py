@@ -4,7 +4,7 @@ import json, os, subprocess, sys, zipfile
 import pytest
 from pathlib import Path
 from vlbias_nb.paths import project_root, data_root
-from vlbias_nb.run.runner import analysis_notebooks
+from vlbias_nb.run.parameters import analysis_notebooks
 
 ROOT = project_root()
 
@@ -22,7 +22,7 @@ def wheel(tmp_path_factory):
 def _vlbias(site, cwd, *args, env=None):
     e = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     e.update(PYTHONPATH=str(site), **(env or {}))
-    return subprocess.run([sys.executable, "-c", "import sys; from vlbias_nb.run.runner import main; sys.exit(main(sys.argv[1:]))", *args],
+    return subprocess.run([sys.executable, "-c", "import sys; from vlbias_nb.run.cli import main; sys.exit(main(sys.argv[1:]))", *args],
                           capture_output=True, text=True, cwd=cwd, env=e)
 
 def test_wheel_carries_the_analyses_without_outputs_and_the_resources(wheel):

@@ -5,7 +5,7 @@ import re
 import pandas as pd
 import pytest
 from vlbias_nb.paths import project_root
-from vlbias_nb.run.runner import analysis_notebooks, notebook_parameters
+from vlbias_nb.run.parameters import analysis_notebooks, notebook_parameters
 
 VOCAB = pd.read_csv(project_root() / "vlbias_nb" / "resources" / "parameters.csv").fillna("")
 FORBIDDEN = {n.strip(): row["name"] for _, row in VOCAB.iterrows() for n in row.not_named.split(";") if n.strip()}
@@ -45,9 +45,9 @@ def test_all_is_always_zero():
 def test_the_check_can_fail():
     assert "clip_model" in FORBIDDEN and FORBIDDEN["pipeline"] == "diffusion_pipeline"
 
-def test_the_runner_page_shows_the_vocabulary_file():
+def test_the_parameters_page_shows_the_vocabulary_file():
     import json
-    nb = json.loads((project_root() / "nbs" / "run" / "01_runner.ipynb").read_text(encoding="utf-8"))
+    nb = json.loads((project_root() / "nbs" / "run" / "20_parameters.ipynb").read_text(encoding="utf-8"))
     md = next("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown" and "## The parameter vocabulary" in "".join(c["source"]))
     rows = [l for l in md.splitlines() if l.startswith("| `")]
     assert [r.split("|")[1].strip().strip("`") for r in rows] == VOCAB.name.tolist()

@@ -246,7 +246,8 @@ def test_analysis_notebook_real_data_section_on_fake_folders(tmp_path):
     """The analysis notebook on the real data source end to end (papermill, about a minute): tiny steps, untrained tiny
     CLIP, fake FairFace + UTKFace + Flickr30k folders. Every section (App. C WEAT, Tab. 6, debiasing, CLIP-clip / Fig. 2,
     Tab. 4 with a UTKFace-trained row, Tab. 7) runs on the real source, with the paper's values beside ours."""
-    from vlbias_nb.run.runner import run_notebook, analysis_notebooks
+    from vlbias_nb.run.parameters import analysis_notebooks
+    from vlbias_nb.run.execution import run_notebook
     ff, fl = _fake_fairface(tmp_path / "ff", 40, 16), _fake_flickr30k(tmp_path / "fl", 8, 6)
     utk, inet = _fake_utkface(tmp_path / "utk", 24), _fake_imagenet(tmp_path / "imagenet")
     small = dict(fit_planted=False, n_planted_train=64, n_planted_test=64, n_pairs_test=32, n_model_steps=10,

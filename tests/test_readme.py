@@ -64,7 +64,7 @@ def _shown_subcommands(md):
     return got | set(re.findall(r"`vlbias\s+([a-z][\w-]*)", inline))
 
 def test_every_vlbias_subcommand_shown_exists():
-    r = subprocess.run([sys.executable, "-m", "vlbias_nb.run.runner", "--help"], capture_output=True, text=True, cwd=ROOT)
+    r = subprocess.run([sys.executable, "-m", "vlbias_nb.run.cli", "--help"], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr[-2000:]
     m = re.search(r"^usage: vlbias .*?\{([\w,-]+)\}", r.stdout, re.M)
     assert m, r.stdout[:500]

@@ -37,7 +37,7 @@ def test_auto_roots_resolve_through_env(rd, monkeypatch):
     for k, v in rd.env().items(): monkeypatch.setenv(k, v)
     for ds in DATASET_ENVS: assert resolve_data_root("auto", ds) == Path(rd.roots[ds])
     assert generation_folder("auto", "social_counterfactuals", None) == Path(rd.roots["social_counterfactuals"])
-    from vlbias_nb.run.runner import resolve_source          # what the runner fingerprints for --resume
+    from vlbias_nb.run.records import resolve_source          # what the runner fingerprints for --resume
     coco = Path(rd.roots["coco2017"])
     assert resolve_source("coco2017:captions_val2017.json") == coco / "annotations/captions_val2017.json"
     assert resolve_source("coco2017:train2017") == coco / "train2017" and resolve_source("dataset:pata") == Path(rd.roots["pata"])
@@ -171,7 +171,8 @@ def test_social_counterfactuals_generation_folder_is_resumed(rd):
 
 def test_every_data_input_of_the_full_profile_is_present(rd, monkeypatch):
     "The runner's pre-flight check (check_inputs) on every analysis with the full profile's parameters finds each data input."
-    from vlbias_nb.run.runner import resolve_parameters, check_inputs, PATH_KINDS
+    from vlbias_nb.run.parameters import resolve_parameters
+    from vlbias_nb.run.inputs import check_inputs, PATH_KINDS
     for k, v in rd.env().items(): monkeypatch.setenv(k, v)
     present = {}
     for nb in sorted((Path(__file__).parent.parent / "nbs" / "analyses").rglob("*.ipynb")):

@@ -4,9 +4,11 @@ import json, subprocess, sys
 import pandas as pd
 import pytest
 from vlbias_nb.run.profiles import profile_overrides, profile_setting, PROFILES
-from vlbias_nb.run.runner import analysis_notebooks, notebook_parameters, check_notebooks, profile_environment, resolve_parameters
+from vlbias_nb.run.parameters import analysis_notebooks, notebook_parameters, resolve_parameters
+from vlbias_nb.run.execution import profile_environment
+from vlbias_nb.run.cli import check_notebooks
 
-CLI = [sys.executable, "-m", "vlbias_nb.run.runner"]
+CLI = [sys.executable, "-m", "vlbias_nb.run.cli"]
 
 def test_the_rehearsal_changes_only_what_a_cpu_needs():
     "Every notebook gets the full profile's parameters; the rehearsal's own are the device (and small counts), never a model or size."
@@ -25,7 +27,8 @@ def test_the_rehearsal_changes_only_what_a_cpu_needs():
 
 def test_rehearsal_values_name_the_generated_folders(tmp_path, monkeypatch):
     "`rehearsal:NAME` in profiles.yaml becomes the folder the rehearsal generated; outside a rehearsal it is refused, by name."
-    from vlbias_nb.run.runner import rehearsal_folder, ParameterError, _absolute
+    from vlbias_nb.run.parameters import ParameterError
+    from vlbias_nb.run.prepare import rehearsal_folder, _absolute
     monkeypatch.delenv("VLBIAS_REHEARSAL_SET", raising=False)
     with pytest.raises(ParameterError, match="only the rehearsal profile"): rehearsal_folder("rehearsal:gab")
     (tmp_path / "gab").mkdir(); (tmp_path / "rehearsal.json").write_text(json.dumps({"roots": {"gab": "gab"}, "layouts": {}}))

@@ -15,7 +15,8 @@ BERT_POOLER = 768 * 768 + 768          # the pooler LIC's loader drops (add_pool
 
 def full_profile_models() -> dict:
     "Every model name the full profile gives, by notebook parameter (the runner's declared model kinds, plus GAB's networks)."
-    from vlbias_nb.run.runner import MODEL_KINDS, analysis_notebooks, notebook_parameters, resolve_parameters
+    from vlbias_nb.run.parameters import analysis_notebooks, notebook_parameters, resolve_parameters
+    from vlbias_nb.run.inputs import MODEL_KINDS
     names = {}
     for nb, path in analysis_notebooks().items():
         decl, vals = notebook_parameters(path), resolve_parameters(path, "full")

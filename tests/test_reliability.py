@@ -6,14 +6,20 @@ import numpy as np, pandas as pd
 from pathlib import Path
 from PIL import Image
 from conftest import requires_shared, make_notebook as _nb
-from vlbias_nb.run.runner import (main, run_notebook, reproduce, resolve_parameters, analysis_notebooks, notebook_parameters,
-                              prepare_run, is_up_to_date, publish_outputs, output_lock, ParameterError, MissingInputError,
-                              RunEnvironmentError, OutputBusyError, format_parameters)
+from vlbias_nb.run.parameters import resolve_parameters, analysis_notebooks, notebook_parameters, ParameterError
+from vlbias_nb.run.inputs import MissingInputError
+from vlbias_nb.run.prepare import prepare_run
+from vlbias_nb.run.records import is_up_to_date
+from vlbias_nb.run.outputs import output_lock, RunEnvironmentError, OutputBusyError
+from vlbias_nb.run.publish import publish_outputs
+from vlbias_nb.run.execution import run_notebook
+from vlbias_nb.run.reproduce import reproduce
+from vlbias_nb.run.cli import main, format_parameters
 from vlbias_nb.methods.generation import run_generation, GenerationManifest, CorruptManifestError
 from vlbias_nb.paths import atomic_path, process_tag
 
 NOTEBOOKS = analysis_notebooks()
-CLI = [sys.executable, "-m", "vlbias_nb.run.runner"]
+CLI = [sys.executable, "-m", "vlbias_nb.run.cli"]
 
 
 WRITE = ("from vlbias_nb.paths import save_table\nimport pandas as pd\n"
@@ -59,7 +65,7 @@ def test_two_runs_into_one_folder_wait_for_each_other_and_never_mix(tmp_path):
 
 def test_a_busy_folder_is_refused_with_no_wait_naming_the_holder(tmp_path, capsys):
     "Case 1: --no-wait refuses at once (exit 4), naming the run that holds the folder; nothing is written."
-    script = ("import sys, time\nfrom vlbias_nb.run.runner import output_lock\n"
+    script = ("import sys, time\nfrom vlbias_nb.run.outputs import output_lock\n"
               "with output_lock(sys.argv[1], describe={'command': 'vlbias run coco_gender_labels'}): print('held', flush=True); time.sleep(60)")
     holder = subprocess.Popen([sys.executable, "-c", script, str(tmp_path / "coco_gender_labels")], stdout=subprocess.PIPE, text=True)
     try:
@@ -324,11 +330,11 @@ def _full_html(path, *a, **k): raise OSError(errno.ENOSPC, "No space left on dev
 
 def test_disk_full_while_the_html_is_written_keeps_the_finished_notebook(demo, tmp_path, monkeypatch):
     "Case 6 (injected ENOSPC): one error naming the HTML file; the finished notebook is kept in failed/, the good run too."
-    import vlbias_nb.run.runner as runner
+    import vlbias_nb.run.execution as execution
     out = tmp_path / "out"
     good = run_notebook(demo, out_root=out, progress=False)
     before = {p.name: p.read_bytes() for p in good.rglob("*") if p.is_file()}
-    monkeypatch.setattr(runner, "write_notebook_html", _full_html)
+    monkeypatch.setattr(execution, "write_notebook_html", _full_html)
     with pytest.raises(RunEnvironmentError) as e: run_notebook(demo, overrides={"n": 3}, out_root=out, progress=False)
     msg = str(e.value)
     assert msg.startswith(f"{out / '.staging'}") and "demo.html: no space left on the device" in msg
@@ -448,13 +454,13 @@ def test_ctrl_c_as_the_staging_folder_is_made_waits_until_it_is_known(tmp_path):
     out = tmp_path / "out"
     script = textwrap.dedent(f"""
         import os, signal, sys, time
-        import vlbias_nb.run.runner as R
-        real = R.RunLog
+        import vlbias_nb.run.execution as E, vlbias_nb.run.cli as C
+        real = E.RunLog
         def interrupted_log(*a, **k):           # Ctrl-C arrives after the staging folder exists, before its log does
             os.kill(os.getpid(), signal.SIGINT); time.sleep(0.2)
             return real(*a, **k)
-        R.RunLog = interrupted_log
-        sys.exit(R.main(["run", "coco_gender_labels", "--out", {str(out)!r}, "-p", "n_planted_images", "50"]))
+        E.RunLog = interrupted_log
+        sys.exit(C.main(["run", "coco_gender_labels", "--out", {str(out)!r}, "-p", "n_planted_images", "50"]))
         """)
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert r.returncode == 130, r.stderr[-3000:]
@@ -520,7 +526,7 @@ def test_missing_weights_say_how_to_provide_them(tmp_path):
 def test_every_parameter_declares_what_it_allows():
     """Every numeric parameter of the analysis notebooks has a range, every device/path/model parameter a kind, and every
     default and full-profile value satisfies its declarations."""
-    from vlbias_nb.run.runner import check_parameter_value
+    from vlbias_nb.run.parameters import check_parameter_value
     from vlbias_nb.run.profiles import PROFILES
     for name, path in NOTEBOOKS.items():
         ps = notebook_parameters(path)

@@ -2,8 +2,11 @@
 import json, subprocess, sys, pytest, nbformat
 import pandas as pd
 from pathlib import Path
-from vlbias_nb.run.runner import (main, run_notebook, reproduce, notebook_parameters, analysis_notebooks, resolve_parameters,
-                              ParameterError, NotebookFailed, publish_outputs, format_parameters, parameters_cell)
+from vlbias_nb.run.parameters import notebook_parameters, analysis_notebooks, resolve_parameters, ParameterError, parameters_cell
+from vlbias_nb.run.publish import publish_outputs
+from vlbias_nb.run.execution import run_notebook, NotebookFailed
+from vlbias_nb.run.reproduce import reproduce
+from vlbias_nb.run.cli import main, format_parameters
 from vlbias_nb.run.profiles import PROFILES
 from conftest import make_notebook as _nb
 
@@ -110,7 +113,7 @@ def test_example_analysis_without_shared_data(tmp_path, monkeypatch):
 
 def test_full_profile_values_have_the_declared_types():
     "Every analysis notebook accepts the full profile's values (types checked like `-p` overrides)."
-    from vlbias_nb.run.runner import resolve_parameters
+    from vlbias_nb.run.parameters import resolve_parameters
     for name, path in analysis_notebooks().items():
         assert isinstance(resolve_parameters(path, "full"), dict), name
 
@@ -166,12 +169,12 @@ def _timed_set(folder):
 
 def test_parallel_and_sequential_runs_publish_identical_tables(tmp_path, monkeypatch):
     "reproduce -j 2 publishes the same tables as -j 1 (publishing serialised, the site rewritten once), and runs side by side."
-    import vlbias_nb.run.runner as runner
+    import vlbias_nb.run.publish as publish, vlbias_nb.run.reproduce as reproduce_module
     folder, published, site_calls = _timed_set(tmp_path / "nbs"), {}, []
-    monkeypatch.setattr(runner, "publish_site", lambda **kw: site_calls.append(kw) or {})
+    monkeypatch.setattr(reproduce_module, "publish_site", lambda **kw: site_calls.append(kw) or {})
     for jobs in (1, 2):
         figs = tmp_path / f"figures{jobs}"
-        monkeypatch.setattr(runner, "figures_dir", lambda figs=figs: figs)
+        monkeypatch.setattr(publish, "figures_dir", lambda figs=figs: figs)
         if jobs == 2: (tmp_path / "meet").mkdir(); monkeypatch.setenv("MEET_DIR", str(tmp_path / "meet"))   # the kernels inherit it
         done = reproduce(folder=folder, out_root=tmp_path / f"out{jobs}", progress=False, publish=True, jobs=jobs)
         assert list(done) == ["short", "long", "middle"]                 # the analysis order, whatever finished first
@@ -179,7 +182,7 @@ def test_parallel_and_sequential_runs_publish_identical_tables(tmp_path, monkeyp
         times = {n: json.loads((d / "times.json").read_text()) for n, d in done.items()}
         if jobs == 2:
             assert times["short"]["met"] is True        # short saw long running while it ran: side by side, however slow the start-up
-            from vlbias_nb.run.runner import cpu_cores
+            from vlbias_nb.run.reproduce import cpu_cores
             assert {t["omp"] for t in times.values()} == {str(max(1, cpu_cores() // 2))}
     assert sorted(published[1]) == ["long/values.csv", "middle/values.csv", "short/values.csv"]
     assert published[1] == published[2]
@@ -187,7 +190,7 @@ def test_parallel_and_sequential_runs_publish_identical_tables(tmp_path, monkeyp
 
 def test_parallel_run_orders_longest_first_and_stops_starting_after_a_failure(tmp_path):
     "With -j 2: the previous run's seconds order the notebooks; after a failure the running one finishes, no new one starts."
-    from vlbias_nb.run.runner import run_order
+    from vlbias_nb.run.reproduce import run_order
     folder = tmp_path / "nbs"
     _nb(folder, "01_slow.ipynb", ["n = 1\nvalue = 1.5\nout_dir = None", "import time; time.sleep(8)", WRITE])
     _nb(folder, "02_broken.ipynb", ["n = 1\nvalue = 1.5\nout_dir = None", "raise ValueError('planted failure')"])

@@ -32,7 +32,7 @@ ANALYSES = sorted(p.relative_to(ROOT / "nbs").as_posix() for p in (ROOT / "nbs" 
 CARDS = sorted(p.relative_to(ROOT / "nbs").as_posix() for p in (ROOT / "nbs" / "cards").glob("*.md"))
 GUIDE = sorted(p.relative_to(ROOT / "nbs").as_posix() for p in (ROOT / "nbs" / "guide").glob("*.md"))
 LIBRARY = ["library.ipynb", "02_seeds.ipynb", "18_report.ipynb", "papers/social_counterfactuals/01_intersectional_probing.ipynb",
-           "data/08_fairness_datasets.ipynb", "run/01_runner.ipynb"]
+           "data/08_fairness_datasets.ipynb", "run/20_parameters.ipynb"]
 PAGES = ["index.ipynb", *ANALYSES, *CARDS, *GUIDE, *LIBRARY]
 WIDTHS = (1400, 390)
 SCREEN = 900                   # px: the window's height, one screen

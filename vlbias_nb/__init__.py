@@ -13,8 +13,8 @@ API = {   # name -> module it lives in
     "list_models": "vlbias_nb.zoo.registry", "resolve_model": "vlbias_nb.zoo.registry",
     "max_skew_at_k": "vlbias_nb.metrics", "ndkl": "vlbias_nb.metrics", "bias_at_k": "vlbias_nb.metrics",
     "weat": "vlbias_nb.metrics", "weat_effect_size": "vlbias_nb.metrics", "lic": "vlbias_nb.metrics", "leakage": "vlbias_nb.metrics",
-    "run_notebook": "vlbias_nb.run.runner", "reproduce": "vlbias_nb.run.runner",
-    "analysis_notebooks": "vlbias_nb.run.runner",
+    "run_notebook": "vlbias_nb.run.execution", "reproduce": "vlbias_nb.run.reproduce",
+    "analysis_notebooks": "vlbias_nb.run.parameters",
     "published_ledgers": "vlbias_nb.report", "paper_values": "vlbias_nb.report",
     "derive_seed": "vlbias_nb.seeds",
 }
