@@ -1,6 +1,7 @@
-"""`vlbias card` (vlbias_nb.run.card, issue 24): planted biases recovered inside their intervals on planted FairFace-,
-COCO- and SocialCounterfactuals-layout folders; a random-ranking model at the chance level; every model-name form
-resolves offline; --resume skips finished measures; card.json follows its schema; sharding by RANK / WORLD_SIZE."""
+"""`vlbias card` (vlbias_nb.run.card and card_compare, card_publish, card_cli; issue 24): planted biases recovered
+inside their intervals on planted FairFace-, COCO- and SocialCounterfactuals-layout folders; a random-ranking model at
+the chance level; every model-name form resolves offline; --resume skips finished measures; card.json follows its
+schema; sharding by RANK / WORLD_SIZE."""
 import json, math, re
 from pathlib import Path
 import numpy as np
@@ -9,7 +10,9 @@ import pytest
 from vlbias_nb.data.rehearsal import make_fairface, make_coco2017, write_generation_folder
 from vlbias_nb.methods.embedding_cache import image_key
 from vlbias_nb.papers.social_counterfactuals.counterfactual_captions import set_filename
-from vlbias_nb.run import card as C
+from vlbias_nb.run import card as C, card_publish, card_cli as CLI
+from vlbias_nb.zoo.model_names import normalise_model_name
+from vlbias_nb.zoo.registry import UnknownModelError, MissingWeightsError
 from vlbias_nb.data import social_counterfactuals_release as SCR    # the SocialCounterfactuals readers and image key (issue 33)
 
 K_FACES = 20          # MaxSkew@K on the planted faces (80 faces: K < n, a multiple of the 4-image pattern)
@@ -235,7 +238,7 @@ def test_skipped_tasks_say_what_to_set(tmp_path):
 # ---- model names -------------------------------------------------------------------------------------------------
 
 def test_model_name_forms(tmp_path, monkeypatch):
-    n = C.normalise_model_name
+    n = normalise_model_name
     assert (n("tiny-clip").form, n("ViT-B/32").form) == ("registered", "registered")
     assert (n("ViT-B-32,openai").form, n("ViT-B-32,openai").name) == ("clip_benchmark", "ViT-B-32/openai")
     assert n("ViT-B-32/laion2b_s34b_b79k").form == "open_clip"
@@ -249,7 +252,7 @@ def test_model_name_forms(tmp_path, monkeypatch):
         assert r["status"] == "missing" and r["how"].startswith("Weights for model"), (name, r)
     r = C.resolve_card_model("google/siglip-base-patch16-224")
     assert r["form"] == "transformers" and "config.json" in r["fetch"]
-    with pytest.raises(C.MissingWeightsError, match="Weights for model 'google/siglip-base-patch16-224'"):
+    with pytest.raises(MissingWeightsError, match="Weights for model 'google/siglip-base-patch16-224'"):
         C.load_card_model("google/siglip-base-patch16-224")
     # a transformers hub id whose config.json is here: the family is read from it, without registering the model
     monkeypatch.setenv("VLBIAS_MODELS", str(tmp_path / "models"))
@@ -258,13 +261,13 @@ def test_model_name_forms(tmp_path, monkeypatch):
     assert n("someorg/align-like").kwargs == {"family": "align"}
     (tmp_path / "models" / "someorg" / "t5").mkdir(parents=True)
     (tmp_path / "models" / "someorg" / "t5" / "config.json").write_text(json.dumps({"model_type": "t5"}))
-    with pytest.raises(C.UnknownModelError, match="model_type 't5'"): n("someorg/t5")
+    with pytest.raises(UnknownModelError, match="model_type 't5'"): n("someorg/t5")
     # debias: names keep their form (the released tokens' base model needs its weights)
     d = C.resolve_card_model("debias:ViT-B-16/openai:oxai-vit-b-16-gender")
     assert d["form"] == "debias" and d["status"] == "missing"
     for bad, msg in [("NotAnArch,openai", "not an open_clip architecture"), ("local-dir:/no/such/dir", "/no/such/dir"),
                      ("what ever", "not a registered name")]:
-        with pytest.raises((C.UnknownModelError, C.MissingWeightsError), match=msg): n(bad)
+        with pytest.raises((UnknownModelError, MissingWeightsError), match=msg): n(bad)
 
 def test_local_folder_forms_load(tmp_path):
     "`local-dir:PATH` and a bare path of a transformers save_pretrained folder load through the zoo and embed."
@@ -294,16 +297,16 @@ def test_unregistered_siglip_by_its_config(tmp_path, monkeypatch):
     assert json.loads((d / "config.json").read_text())["model_type"] == "siglip"
     r = C.resolve_card_model(f"local-dir:{d}")
     assert (r["form"], r["family"], r["status"]) == ("local", "siglip", "missing") and "holds config.json but no weight file" in r["how"]
-    with pytest.raises(C.MissingWeightsError, match="holds no weight file"): C.load_card_model(f"local-dir:{d}", device="cpu")
+    with pytest.raises(MissingWeightsError, match="holds no weight file"): C.load_card_model(f"local-dir:{d}", device="cpu")
     # the same folder as an unregistered hub id's local copy ($VLBIAS_MODELS/<org>/<name>)
     monkeypatch.setenv("VLBIAS_MODELS", str(tmp_path / "models"))
     hub = _siglip_config_folder(tmp_path / "models" / "someorg" / "siglip-like")
-    m = C.normalise_model_name("someorg/siglip-like")
+    m = normalise_model_name("someorg/siglip-like")
     assert (m.form, m.kwargs) == ("transformers", {"family": "siglip"})
     r = C.resolve_card_model("someorg/siglip-like")
     assert r["status"] == "missing" and r["family"] == "siglip"
     assert r["how"].startswith("Weights for model 'someorg/siglip-like' (transformers SiglipModel") and "downloading is turned off" in r["how"]
-    with pytest.raises(C.MissingWeightsError, match=r"^Weights for model 'someorg/siglip-like' \(transformers SiglipModel"):
+    with pytest.raises(MissingWeightsError, match=r"^Weights for model 'someorg/siglip-like' \(transformers SiglipModel"):
         C.load_card_model("someorg/siglip-like", device="cpu")         # the zoo's one message form, no network
     monkeypatch.setenv("VLBIAS_WEIGHTS", "random")
     texts = ["a photo of a doctor", "a photo of a nurse", "a photo of a doctor"]
@@ -321,15 +324,15 @@ def test_unregistered_siglip_by_its_config(tmp_path, monkeypatch):
     np.testing.assert_allclose(C.load_card_model(f"local-dir:{d}", device="cpu", seed=5).encode_text(texts), e, atol=1e-6)  # seed fixes weights
     # an unknown model_type: one error naming it and the supported types
     (d / "config.json").write_text(json.dumps({"model_type": "t5"}))
-    with pytest.raises(C.UnknownModelError) as err: C.resolve_card_model(f"local-dir:{d}")
+    with pytest.raises(UnknownModelError) as err: C.resolve_card_model(f"local-dir:{d}")
     assert "model_type 't5'" in str(err.value) and all(t in str(err.value) for t in HF_MODEL_TYPES)
     (hub / "config.json").write_text(json.dumps({"model_type": "siglip2"}))
-    with pytest.raises(C.UnknownModelError, match="model_type 'siglip2': SigLIP 2 NaFlex"): C.normalise_model_name("someorg/siglip-like")
+    with pytest.raises(UnknownModelError, match="model_type 'siglip2': SigLIP 2 NaFlex"): normalise_model_name("someorg/siglip-like")
 
 def test_models_file_and_bad_input(tmp_path, capsys):
     f = tmp_path / "models.txt"
     f.write_text("# CLIP_benchmark model list\nViT-B-32,openai\n\ntiny-clip  # the offline one\n")
-    assert C.read_models_file(f) == ["ViT-B-32,openai", "tiny-clip"]
+    assert CLI.read_models_file(f) == ["ViT-B-32,openai", "tiny-clip"]
     for argv, msg in [(["no-such-model"], "model 'no-such-model'"), (["--models", str(tmp_path / "none.txt")], "none.txt"),
                       (["tiny-clip", "--only", "maxskew_everything"], "unknown measure 'maxskew_everything'"),
                       (["tiny-clip", "--out", str(f)], "is a file"), (["tiny-clip", "--data", "imagenet=/x"], "--data 'imagenet=/x'"),
@@ -337,7 +340,7 @@ def test_models_file_and_bad_input(tmp_path, capsys):
                       (["tiny-clip", "--device", "gpu"], "--device 'gpu'"),
                       ([], "no model given")]:
         want = 3 if argv[-2:] == ["--device", "cuda:7"] else 2     # a device this machine lacks: environment (3), as `vlbias run -p device cuda`
-        assert C.card_main(argv) == want, argv
+        assert CLI.card_main(argv) == want, argv
         err = capsys.readouterr().err
         assert err.startswith("error:") and msg in err and len(err.strip().splitlines()) == 1, (argv, err)
 
@@ -361,11 +364,11 @@ def test_sharded_model_list(tmp_path, monkeypatch):
     monkeypatch.setenv("VLBIAS_CACHE", str(tmp_path / "cache"))
     argv = ["tiny-clip", "tiny-hf-clip", "--only", "gab.text_bias", "--out", str(tmp_path), "--no-progress"]
     monkeypatch.setenv("WORLD_SIZE", "2"); monkeypatch.setenv("RANK", "1")
-    assert C.card_main(argv) == 0
+    assert CLI.card_main(argv) == 0
     assert (tmp_path / "tiny-hf-clip" / "card.json").is_file() and not (tmp_path / "tiny-clip").exists()
     assert not (tmp_path / "leaderboard.csv").exists()
     monkeypatch.setenv("RANK", "0")
-    assert C.card_main(argv) == 0
+    assert CLI.card_main(argv) == 0
     board = pd.read_csv(tmp_path / "leaderboard.csv")
     assert sorted(board.model.unique()) == ["tiny-clip", "tiny-hf-clip"]
 
@@ -408,7 +411,7 @@ def test_planted_gab_text_to_image(tmp_path, monkeypatch):
 
 def test_missing_weights_refused_before_work(tmp_path, capsys):
     "A known model whose weights are not here is refused before any task runs, with the zoo's message form."
-    assert C.card_main(["tiny-clip", "ViT-B-32/openai", "--out", str(tmp_path / "o")]) == 2
+    assert CLI.card_main(["tiny-clip", "ViT-B-32/openai", "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: model 'ViT-B-32/openai': Weights for model 'ViT-B-32/openai'") and "VLBIAS_ALLOW_DOWNLOAD=1" in err
     assert not (tmp_path / "o").exists()
@@ -416,7 +419,7 @@ def test_missing_weights_refused_before_work(tmp_path, capsys):
 def test_compare_refuses_a_card_that_breaks_the_schema(tmp_path, capsys):
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "card.json").write_text(json.dumps({"schema_version": "0.1"}))
-    assert C.card_main(["--compare", str(tmp_path / "bad"), "--out", str(tmp_path / "cmp")]) == 2
+    assert CLI.card_main(["--compare", str(tmp_path / "bad"), "--out", str(tmp_path / "cmp")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: --compare") and "card.json" in err and len(err.strip().splitlines()) == 1
 
@@ -425,8 +428,8 @@ def test_random_weights_switch_is_not_refused(monkeypatch):
     monkeypatch.setenv("VLBIAS_WEIGHTS", "random")
     r = C.resolve_card_model("ViT-B-32,openai")
     assert (r["name"], r["status"]) == ("ViT-B-32/openai", "random")
-    args = C.card_parser().parse_args(["ViT-B-32,openai", "--only", "gab.text_bias"])
-    assert C.check_card_args(args)["models"] == ["ViT-B-32,openai"]
+    args = CLI.card_parser().parse_args(["ViT-B-32,openai", "--only", "gab.text_bias"])
+    assert CLI.check_card_args(args)["models"] == ["ViT-B-32,openai"]
 
 def test_paper_value_beside_ours_for_a_model_the_paper_measured(planted, tmp_path):
     "Named as a model Prompt Array Tab. 2 measured, the card carries the paper's number (never comparable for a planted model)."
@@ -451,7 +454,7 @@ def test_debias_form_with_local_tokens_loads_and_cards(tmp_path):
     vlm = C.load_card_model(name, device="cpu")
     e, e0 = vlm.encode_text(["a photo of a person"]), base.encode_text(["a photo of a person"])
     assert e.shape == e0.shape and not np.allclose(e, e0)                     # the tokens change the text embedding
-    assert C.card_main([name, "--only", "gab.text_bias", "--out", str(tmp_path / "card"), "--no-progress"]) == 0
+    assert CLI.card_main([name, "--only", "gab.text_bias", "--out", str(tmp_path / "card"), "--no-progress"]) == 0
     assert json.loads((tmp_path / "card" / "card.json").read_text())["model"]["form"] == "debias"
 
 # ---- --publish: the site's card pages ----------------------------------------------------------------------------
@@ -459,7 +462,8 @@ def test_debias_form_with_local_tokens_loads_and_cards(tmp_path):
 def _fake_checkout(tmp_path, monkeypatch):
     "A temporary checkout (nbs/ only) that --publish writes to instead of this repository's site."
     root = tmp_path / "checkout"; (root / "nbs").mkdir(parents=True)
-    monkeypatch.setattr(C, "project_root", lambda: root)
+    for module in (C, card_publish, CLI):          # the card's environment, publishing's and the command's default folders
+        monkeypatch.setattr(module, "project_root", lambda: root)
     monkeypatch.setenv("VLBIAS_CACHE", str(tmp_path / "cache"))
     return root
 
@@ -471,7 +475,7 @@ def test_publish_tiny_card_writes_its_page_and_the_sidebar_lists_it(tmp_path, mo
     before = sorted(real_cards.rglob("*")) if real_cards.exists() else None
     root = _fake_checkout(tmp_path, monkeypatch)
     argv = ["tiny-clip", "--only", "gab.text_bias", "--out", str(tmp_path / "a"), "--no-progress", "--publish"]
-    assert C.card_main(argv) == 0, capsys.readouterr().err
+    assert CLI.card_main(argv) == 0, capsys.readouterr().err
     cards = root / "nbs" / "cards"
     page = (cards / "tiny-clip.md").read_text()
     assert page.startswith('---\ntitle: "Card: tiny-clip"\n')
@@ -485,7 +489,7 @@ def test_publish_tiny_card_writes_its_page_and_the_sidebar_lists_it(tmp_path, mo
     assert [e.get("section") or e.get("text") for e in side] == ["Results ledger", "Analyses", "Model cards", "Library reference"]
     assert [e["href"] for e in side[2]["contents"]] == ["cards/tiny-clip.md"]
     # the leaderboard of the published cards: first in the section, the card linked
-    assert C.card_main(["--compare", str(cards), "--out", str(tmp_path / "cmp"), "--publish"]) == 0
+    assert CLI.card_main(["--compare", str(cards), "--out", str(tmp_path / "cmp"), "--publish"]) == 0
     board = (cards / "leaderboard.md").read_text()
     assert f"| [tiny-clip](tiny-clip.md) | random | {v:.3g} |" in board and "pipeline checks, not results" in board
     assert (cards / "leaderboard" / "bias_vs_accuracy.png").stat().st_size > 1000
@@ -501,17 +505,17 @@ def test_published_card_page_and_figure_reach_the_processed_site(tmp_path, monke
     from vlbias_nb.run.site import process_docs
     root = _fake_checkout(tmp_path, monkeypatch)
     for f in ("settings.ini", "_quarto.yml"): shutil.copy(project_root() / f, root / f)
-    assert C.card_main(["tiny-clip", "--only", "gab.text_bias", "--out", str(tmp_path / "a"), "--no-progress", "--publish"]) == 0
+    assert CLI.card_main(["tiny-clip", "--only", "gab.text_bias", "--out", str(tmp_path / "a"), "--no-progress", "--publish"]) == 0
     proc = process_docs(tmp_path / "site", root, n_workers=1)
     page = (proc / "cards" / "tiny-clip.md").read_text()
     figure = re.search(r"!\[[^\]]*\]\(([^)]+)\)", page).group(1)
     assert (proc / "cards" / figure).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 def test_publish_refused_outside_a_checkout(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(C, "in_checkout", lambda: False)
+    monkeypatch.setattr(CLI, "in_checkout", lambda: False)
     for argv in (["tiny-clip", "--only", "gab.text_bias", "--out", str(tmp_path / "a"), "--publish"],
                  ["--compare", str(tmp_path), "--publish"]):
-        assert C.card_main(argv) == 2
+        assert CLI.card_main(argv) == 2
         err = capsys.readouterr().err
         assert err.startswith("error: --publish writes the site's pages") and "checkout" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "a").exists()                                         # refused before any work

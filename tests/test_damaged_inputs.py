@@ -3,7 +3,7 @@ import json
 import pytest
 import torch
 from pathlib import Path
-from vlbias_nb.run.card import card_main
+from vlbias_nb.run.card_cli import card_main
 from vlbias_nb.zoo.factory import load_model, tiny_hf_model
 from vlbias_nb.zoo.registry import DamagedWeightsError
 from vlbias_nb.methods.generation import GenerationManifest, CorruptManifestError

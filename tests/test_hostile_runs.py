@@ -292,7 +292,7 @@ def test_absurd_and_self_referencing_parameters_are_refused_before_work(tmp_path
 def test_card_models_naming_a_binary_file_and_a_missing_gpu(tmp_path, capsys):
     "Case 8: --models naming a binary file: exit 2 naming it; --device cuda without a GPU: 3, as vlbias run -p device cuda."
     import torch
-    from vlbias_nb.run.card import card_main
+    from vlbias_nb.run.card_cli import card_main
     b = tmp_path / "models.bin"; b.write_bytes(bytes(range(256)) * 4)
     assert card_main(["--models", str(b), "--out", str(tmp_path / "c")]) == 2
     err = capsys.readouterr().err.strip()

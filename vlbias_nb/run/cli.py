@@ -168,7 +168,7 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--generation-dir", help="generation folder (default: the notebook's generation_dir parameter); give "
                                             "the notebook the same one with -p generation_dir DIR")
     g.add_argument("--verify", action="store_true", help="check the SHA-256 of every image already done")
-    sub.add_parser("card", add_help=False, help="a model's bias card across the five papers' measures (vlbias card -h; run.card)")
+    sub.add_parser("card", add_help=False, help="a model's bias card across the five papers' measures (vlbias card -h; run.card_cli)")
     return ap
 
 def _generate_command(args) -> int:
@@ -211,7 +211,7 @@ def _accept_release_variants(names: list) -> None:
 
 def main(argv=None) -> int:
     "Entry point of the `vlbias` console script."
-    if (cli := list(sys.argv[1:] if argv is None else argv))[:1] == ["card"]: from vlbias_nb.run.card import card_main; return card_main(cli[1:])
+    if (cli := list(sys.argv[1:] if argv is None else argv))[:1] == ["card"]: from vlbias_nb.run.card_cli import card_main; return card_main(cli[1:])
     args = _parser().parse_args(argv)
     run_kw = lambda: dict(verbose=args.verbose, verify=args.verify, wait=not args.no_wait)
     try:
