@@ -21,7 +21,9 @@ from pathlib import Path
 from urllib.parse import unquote
 import pytest
 from vlbias_nb.paths import project_root
-from vlbias_nb.run.site import page_file, render_html, site_host, figure_text_px, MIN_FIGURE_TEXT_PX
+from vlbias_nb.run.navigation import page_file
+from vlbias_nb.run.figure_links import figure_text_px, MIN_FIGURE_TEXT_PX
+from vlbias_nb.run.site import render_html, site_host
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 MATHJAX = Path("/usr/share/javascript/mathjax/MathJax.js")     # Debian's libjs-mathjax (MathJax 2, as nbconvert's pages use)

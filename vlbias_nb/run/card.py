@@ -57,7 +57,7 @@ def model_record(model, given: str, resolved: dict | None = None) -> dict:
 def _environment(device: str | None) -> dict:
     """Where a card was made: `vlbias_nb.report.environment_record` (package versions, git commit, device), the one
     implementation `run.json` records too; like a run, what publishing writes does not make the checkout dirty."""
-    from vlbias_nb.run.site import unpublished_pathspec
+    from vlbias_nb.run.publish_page import unpublished_pathspec
     return environment_record(device, pathspec=unpublished_pathspec(), root=project_root())
 
 # %% ../../nbs/run/03_card.ipynb #5f8c6a3d
@@ -380,15 +380,15 @@ def _site_lock(root: Path):
     return FileLock(str(root / ".locks" / "figures.lock"))
 
 def _public_card(card: dict) -> dict:
-    "`card` with machine paths replaced as on the analysis pages (`run.site.path_replacements`)."
-    from vlbias_nb.run.site import path_replacements, scrub_paths
+    "`card` with machine paths replaced as on the analysis pages (`run.publish_page.path_replacements`)."
+    from vlbias_nb.run.publish_page import path_replacements, scrub_paths
     return json.loads(scrub_paths(json.dumps(card, default=str), path_replacements()))
 
 def publish_card(card_dir, # a card's folder (holding card.json and card.png), as `make_card` wrote it
                  root=None, # the checkout (default: this one)
                 ) -> dict:
     "Publish the card of `card_dir` on the site of `root` (see above) and rewrite the navigation; returns the written paths."
-    from vlbias_nb.run.site import site_navigation, write_navigation
+    from vlbias_nb.run.navigation import site_navigation, write_navigation
     from vlbias_nb.paths import atomic_path
     import shutil
     root, card_dir = Path(root) if root is not None else project_root(), Path(card_dir)
@@ -432,7 +432,7 @@ def publish_leaderboard(compared: dict, # what `compare_cards` returned (its `bo
                         root=None, # the checkout (default: this one)
                        ) -> dict:
     "Publish a leaderboard on the site of `root`: `nbs/cards/leaderboard.md` and `leaderboard/` (see above); rewrites the navigation."
-    from vlbias_nb.run.site import site_navigation, write_navigation
+    from vlbias_nb.run.navigation import site_navigation, write_navigation
     from vlbias_nb.paths import atomic_path
     import shutil
     root = Path(root) if root is not None else project_root()
@@ -570,7 +570,7 @@ def _card_dir(out: Path | None, model: str, several: bool) -> Path:
 
 def card_main(argv: Sequence[str] | None = None) -> int:
     "`vlbias card`: exit 0 done, 2 bad input (one message naming it), 3 environment, 130 interrupted."
-    from vlbias_nb.run.site import PublishError
+    from vlbias_nb.run.publish_page import PublishError
     args = card_parser().parse_args(argv)
     say = lambda s: print(s, file=sys.stderr)
     try:

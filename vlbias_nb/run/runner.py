@@ -794,7 +794,7 @@ def run_record(path, profile: str, params: dict, checks: list, sources: set, exe
     key = run_key(path, profile, params)
     inputs = [input_fingerprint(s) for s in sorted(sources | declared_sources(checks))]
     weights = weights_record(checks)
-    from vlbias_nb.run.site import unpublished_pathspec         # what --publish writes does not make a run dirty
+    from vlbias_nb.run.publish_page import unpublished_pathspec         # what --publish writes does not make a run dirty
     env = environment_record({**{k: p.default for k, p in notebook_parameters(path).items()}, **params}.get("device"),
                              pathspec=unpublished_pathspec())
     return {**key, "seconds": seconds, "finished": time.strftime("%Y-%m-%dT%H:%M:%S"), "git_commit": env["git_commit"],
@@ -1213,7 +1213,7 @@ def publish_outputs(run_dir, dest=None, notebook=None) -> list[Path]:
     (`vlbias_nb.run.site.publish_notebook`). On any failure the staging folder is removed, the notebook's page is put
     back, `figures/<name>/` is byte-identical to the previous publish, and a `RunEnvironmentError` names the destination
     and how much to free. Returns the published files."""
-    from vlbias_nb.run.site import publish_notebook
+    from vlbias_nb.run.publish_page import publish_notebook
     run_dir = Path(run_dir); dest = Path(dest).absolute() if dest else figures_dir() / run_dir.name
     new = [f for sub in ("figures", "tables") for f in sorted((run_dir / sub).glob("*")) if f.is_file() and not f.name.startswith(".")]
     refuse_non_folder(dest, "the published folder")            # before anything is copied, renamed or rewritten
