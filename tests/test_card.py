@@ -470,7 +470,7 @@ def _fake_checkout(tmp_path, monkeypatch):
 def test_publish_tiny_card_writes_its_page_and_the_sidebar_lists_it(tmp_path, monkeypatch, capsys):
     import yaml
     from vlbias_nb.paths import project_root
-    from vlbias_nb.run.site import absolute_paths
+    from vlbias_nb.run.publish_page import absolute_paths
     real_cards = project_root() / "nbs" / "cards"
     before = sorted(real_cards.rglob("*")) if real_cards.exists() else None
     root = _fake_checkout(tmp_path, monkeypatch)

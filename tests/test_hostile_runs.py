@@ -85,7 +85,7 @@ def test_a_deliberate_variant_is_accepted_only_with_the_flag_recorded_and_rerun_
     d = run_notebook(nb, out_root=out, progress=False, html=False)
     r = json.loads((d / "run.json").read_text())["releases"][SC]
     assert (r["status"], r["modified"], r["missing"], r["extra"]) == ("variant", ["metadata_physical_race.csv"], [], [])
-    from vlbias_nb.run.site import run_record_markdown
+    from vlbias_nb.run.publish_page import run_record_markdown
     assert f"local variant of the {SC} release" in run_record_markdown(SC, json.loads((d / "run.json").read_text()))
     stamp = (d / "run.json").stat().st_mtime_ns
     assert run_notebook(nb, out_root=out, progress=False, resume=True, html=False) == d
@@ -168,7 +168,7 @@ def _driver(tmp_path, folder, args) -> list:
         p.analyses_dir = lambda: pathlib.Path({str(folder)!r})
         pub.figures_dir = lambda: pathlib.Path({str(tmp_path / 'figures')!r})
         rep.publish_site = cli.publish_site = lambda **kw: {{}}
-        import vlbias_nb.run.site as s; s.publish_notebook = lambda *a, **k: None
+        import vlbias_nb.run.publish_page as s; s.publish_notebook = lambda *a, **k: None
         sys.exit(cli.main({args!r}))""")
     return [sys.executable, "-c", code]
 

@@ -75,8 +75,11 @@ def test_no_import_circles():
 
 # The run layer's rooms, lowest floor first: a room imports only rooms on lower floors (lazy imports included), so the
 # runner, the site and the card never reach back up (issue 45). A new module of vlbias_nb/run must be given its floor.
-RUN_FLOORS = ["profiles", "site", "parameters", "inputs", "prepare", "records", "outputs", "publish", "execution",
-              "reproduce", "card", "card_compare", "card_publish", "card_cli", "cli"]
+RUN_FLOORS = ["profiles",
+              "publish_page", "navigation", "reader_page", "figure_links", "site",                     # the site
+              "parameters", "inputs", "prepare", "records", "outputs", "publish", "execution", "reproduce",   # the runner
+              "card", "card_compare", "card_publish", "card_cli",                                       # the card
+              "cli"]                                                                                     # the vlbias command
 RUN_MODULE_LINES = 400         # issue 45: no room of vlbias_nb/run over ~400 lines
 
 def _run_rooms() -> dict:

@@ -47,7 +47,7 @@ def test_the_check_can_fail():
 
 def test_the_parameters_page_shows_the_vocabulary_file():
     import json
-    nb = json.loads((project_root() / "nbs" / "run" / "20_parameters.ipynb").read_text(encoding="utf-8"))
+    nb = json.loads((project_root() / "nbs" / "run" / "01_parameters.ipynb").read_text(encoding="utf-8"))
     md = next("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown" and "## The parameter vocabulary" in "".join(c["source"]))
     rows = [l for l in md.splitlines() if l.startswith("| `")]
     assert [r.split("|")[1].strip().strip("`") for r in rows] == VOCAB.name.tolist()

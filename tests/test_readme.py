@@ -5,7 +5,8 @@ every link into the site lands on a page the site has, every guide page is one c
 import re, subprocess, sys
 from nbdev.config import get_config
 from vlbias_nb.paths import project_root
-from vlbias_nb.run.site import guide_pages, page_file, pandoc_id, site_host
+from vlbias_nb.run.navigation import guide_pages, page_file
+from vlbias_nb.run.site import pandoc_id, site_host
 
 ROOT = project_root()
 README_MAX_BYTES = 12_000          # 12 KB: a front door, not a manual (the manual is nbs/guide/)

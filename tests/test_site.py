@@ -6,8 +6,10 @@ import pytest
 from pathlib import Path
 from vlbias_nb.paths import project_root
 from vlbias_nb.report import paper_items, papers, published_ledgers, ledger_by_item, ledger_summary, summary_markdown
-from vlbias_nb.run.site import (process_docs, absolute_paths, site_navigation, notebook_front_matter, README_START,
-                            README_END, RUN_RECORD_TAG, FIGURE_MARKDOWN)
+from vlbias_nb.run.publish_page import absolute_paths, README_START, README_END, RUN_RECORD_TAG
+from vlbias_nb.run.navigation import site_navigation, notebook_front_matter
+from vlbias_nb.run.figure_links import FIGURE_MARKDOWN
+from vlbias_nb.run.site import process_docs
 
 ROOT = project_root()
 ANALYSES = sorted((ROOT / "nbs" / "analyses").rglob("[0-9]*.ipynb"))
@@ -110,7 +112,7 @@ def test_analyses_declare_paper_and_are_not_executed_by_nbdev():
 def test_navigation_lists_results_then_analyses_by_paper_then_model_cards_then_guide_then_library():
     committed = (ROOT / "nbs" / "sidebar.yml").read_text(encoding="utf-8")
     import yaml
-    assert yaml.safe_load(committed) == site_navigation(), "nbs/sidebar.yml is stale: run vlbias_nb.run.site.write_navigation()"
+    assert yaml.safe_load(committed) == site_navigation(), "nbs/sidebar.yml is stale: run vlbias_nb.run.navigation.write_navigation()"
     side = site_navigation()["website"]["sidebar"]["contents"]
     cards = sorted((ROOT / "nbs" / "cards").glob("*.md"))                        # pages of `vlbias card --publish`, if any
     guide = guide_pages(ROOT / "nbs")                                             # the manual the README links to
@@ -160,8 +162,9 @@ def test_published_tables_beside_the_paper_say_whether_they_are_comparable():
 
 # ---- The site as a reader meets it (issue 32) ----
 import html as _html, posixpath, yaml
-from vlbias_nb.run.site import (page_file, card_entries, card_pages, guide_entries, guide_pages, plumbing_reason, raw_backticks, render_html, RESULTS_TAG, site_navigation,
-                                analysis_name, headlines, LEDGER_LABEL)
+from vlbias_nb.run.navigation import page_file, card_entries, card_pages, guide_entries, guide_pages, site_navigation, analysis_name
+from vlbias_nb.run.reader_page import plumbing_reason, raw_backticks, RESULTS_TAG, headlines, LEDGER_LABEL
+from vlbias_nb.run.site import render_html
 
 def _fm(nb):
     c = nb["cells"][0] if nb["cells"] else None
@@ -281,7 +284,8 @@ def test_every_ledger_opens_with_a_row_a_reader_can_use():
     the first row of a ledger has a number of ours (not one of `LEDGER_AWAITING`) whenever any row has one, and the rows
     are in the order of `ITEM_STATUSES`."""
     from vlbias_nb.report import LEDGER_AWAITING, ITEM_STATUSES, status_rank, item_table_html
-    from vlbias_nb.run.site import analysis_ledger_html, analysis_hrefs
+    from vlbias_nb.run.reader_page import analysis_ledger_html
+    from vlbias_nb.run.navigation import analysis_hrefs
     status = re.compile(r'<span class="vlbias-status"[^>]*>(.*?)</span>')
     pages = {f"{n} ({how})": analysis_ledger_html(n, by_item=how == "items") for n in analysis_hrefs() for how in ("items", "rows")}
     bi = ledger_by_item(published_ledgers())

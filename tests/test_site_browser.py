@@ -21,7 +21,9 @@ from pathlib import Path
 from urllib.parse import unquote
 import pytest
 from vlbias_nb.paths import project_root
-from vlbias_nb.run.site import page_file, render_html, site_host, figure_text_px, MIN_FIGURE_TEXT_PX
+from vlbias_nb.run.navigation import page_file
+from vlbias_nb.run.figure_links import figure_text_px, MIN_FIGURE_TEXT_PX
+from vlbias_nb.run.site import render_html, site_host
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 MATHJAX = Path("/usr/share/javascript/mathjax/MathJax.js")     # Debian's libjs-mathjax (MathJax 2, as nbconvert's pages use)
@@ -32,7 +34,7 @@ ANALYSES = sorted(p.relative_to(ROOT / "nbs").as_posix() for p in (ROOT / "nbs" 
 CARDS = sorted(p.relative_to(ROOT / "nbs").as_posix() for p in (ROOT / "nbs" / "cards").glob("*.md"))
 GUIDE = sorted(p.relative_to(ROOT / "nbs").as_posix() for p in (ROOT / "nbs" / "guide").glob("*.md"))
 LIBRARY = ["library.ipynb", "02_seeds.ipynb", "18_report.ipynb", "papers/social_counterfactuals/01_intersectional_probing.ipynb",
-           "data/08_fairness_datasets.ipynb", "run/20_parameters.ipynb"]
+           "data/08_fairness_datasets.ipynb", "run/01_parameters.ipynb"]
 PAGES = ["index.ipynb", *ANALYSES, *CARDS, *GUIDE, *LIBRARY]
 WIDTHS = (1400, 390)
 SCREEN = 900                   # px: the window's height, one screen
