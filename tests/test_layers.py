@@ -79,7 +79,7 @@ RUN_FLOORS = ["profiles",
               "publish_page", "navigation", "reader_page", "figure_links", "site",                     # the site
               "parameters", "inputs", "prepare", "records", "outputs", "publish", "execution", "reproduce",   # the runner
               "card", "card_compare", "card_publish", "card_cli",                                       # the card
-              "cli"]                                                                                     # the vlbias command
+              "cli", "runner"]              # the vlbias command, and its module's name before the split (an alias)
 RUN_MODULE_LINES = 400         # issue 45: no room of vlbias_nb/run over ~400 lines
 
 def _run_rooms() -> dict:
