@@ -171,7 +171,9 @@ def test_generation_items_and_sharded_generation_matches_single_run(tmp_path):
     assert [i["key"] for i in items] == p.key.tolist() and items[0]["seed"] == key_seed(0, p.key[0])
     assert all(i["guidance_scale"] == 5.0 for i in items)
     pipe = load_diffusion_pipeline("tiny-stable-diffusion", device="cpu")
-    full = generate_gab_images(p, pipe, tmp_path / "one", num_inference_steps=1, image_size=32, progress=False)
+    # the same batch size in both runs: a batch of another size may round differently (torch 2.14's CPU kernels moved one
+    # pixel of one image by 1/255 between batches of 4 and of 2); what sharding must not change is each image given its batch
+    full = generate_gab_images(p, pipe, tmp_path / "one", num_inference_steps=1, image_size=32, batch_size=2, progress=False)
     parts = [generate_gab_images(p, pipe, tmp_path / "two", num_inference_steps=1, image_size=32, shard=s, n_shards=2,
                                  batch_size=2, progress=False) for s in (0, 1)]
     assert len(full) == 8 and len(parts[0]) == 4 and len(parts[1]) == 8  # shared out_dir: the second sees all
