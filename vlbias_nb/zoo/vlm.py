@@ -25,7 +25,7 @@ from .weights import _WEIGHT_EXTS, _oc_base_arch, open_clip_weight_sources
 __all__ = ['TINY_CLIP_ARCH', 'TINY_CLIP_CONFIG', 'DTYPES', 'PRECISIONS', 'register_tiny_clip_config', 'seeded', 'as_dtype',
            'as_device', 'to_pil', 'l2_normalize', 'default_image_workers', 'torch_threads', 'ImageBatches',
            'preprocessed_batches', 'autocast_dtype', 'VisionLanguageModel', 'weights_fingerprint',
-           'prompted_text_features', 'cuts_after_eot', 'OpenClipModel', 'HFModel']
+           'memoised_text_encoder', 'prompted_text_features', 'cuts_after_eot', 'OpenClipModel', 'HFModel']
 
 # %% ../../nbs/zoo/02_vlm.ipynb #71df8dcb
 TINY_CLIP_ARCH = "vlbias-tiny-clip"
@@ -274,6 +274,19 @@ def weights_fingerprint(weights: str | None) -> str | None:
         fs = sorted(f for f in p.iterdir() if f.suffix in _WEIGHT_EXTS + (".json",) and f.is_file())
         return "dir:" + hashlib.sha256("|".join(weights_fingerprint(str(f)) for f in fs).encode()).hexdigest()[:16]
     return str(weights)
+
+# %% ../../nbs/zoo/02_vlm.ipynb #c65a567f
+def memoised_text_encoder(vlm: VisionLanguageModel, # a model whose weights stay fixed while the encoder is in use
+                         ) -> Callable:
+    """`texts -> (n, d)` unit embeddings as `vlm.encode_text` gives them (no progress bar), each distinct text embedded
+    once over all calls. Only while `vlm` is not trained: the memory keeps the embeddings of the weights it saw."""
+    memory = {}
+    def encode(texts: Sequence[str] | str) -> np.ndarray:
+        texts = [texts] if isinstance(texts, str) else list(texts)
+        new = [t for t in dict.fromkeys(texts) if t not in memory]
+        if new: memory.update(zip(new, vlm.encode_text(new, progress=False)))
+        return np.stack([memory[t] for t in texts]) if texts else vlm.encode_text([], progress=False)
+    return encode
 
 # %% ../../nbs/zoo/02_vlm.ipynb #a07332d9
 def _text_tower(model: nn.Module) -> nn.Module:
