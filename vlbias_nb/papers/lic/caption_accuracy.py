@@ -4,14 +4,14 @@
 
 # %% ../../../nbs/papers/lic/05_caption_accuracy.ipynb #5ce06ed8
 from __future__ import annotations
-import os, re, tempfile
+import atexit, os, re, tempfile, threading
 from pathlib import Path
 from typing import Sequence
 from .captions import check_image_ids
 
 # %% auto #0
 __all__ = ['CAPTION_METRICS', 'PTB_PUNCTUATION', 'java_available', 'simple_ptb_tokenize', 'ptb_tokenize', 'tokenize_for_eval',
-           'caption_accuracy']
+           'meteor_scorer', 'close_meteor_scorer', 'caption_accuracy']
 
 # %% ../../../nbs/papers/lic/05_caption_accuracy.ipynb #0a180c7f
 CAPTION_METRICS = ("BLEU-4", "CIDEr", "METEOR", "ROUGE-L")
@@ -67,6 +67,30 @@ def tokenize_for_eval(captions: dict, tokenizer: str = "auto") -> dict:
     for k, t in zip(keys, toks): out.setdefault(k, []).append(t)
     return out
 
+# %% ../../../nbs/papers/lic/05_caption_accuracy.ipynb #m3te0r02
+_METEOR: dict = {}   # process id -> the running scorer of that process
+
+def meteor_scorer():
+    """The toolkit's METEOR scorer (`pycocoevalcap.meteor.meteor.Meteor`) of this process: started once, restarted if it
+    has exited; its Java process runs until `close_meteor_scorer` or the end of this process."""
+    from pycocoevalcap.meteor.meteor import Meteor
+    m = _METEOR.get(os.getpid())
+    if m is None or m.meteor_p.poll() is not None:
+        if m is not None: close_meteor_scorer()
+        m = _METEOR[os.getpid()] = Meteor()
+    return m
+
+def close_meteor_scorer():
+    "Stop this process's METEOR scorer, if one runs (also at exit)."
+    m = _METEOR.pop(os.getpid(), None)
+    if m is None: return
+    try: m.meteor_p.stdin.close()
+    except OSError: pass
+    m.meteor_p.kill(); m.meteor_p.wait()
+    m.lock = threading.Lock()      # its __del__ takes the lock, which a scorer interrupted mid-answer still holds
+
+atexit.register(close_meteor_scorer)
+
 # %% ../../../nbs/papers/lic/05_caption_accuracy.ipynb #7d054ac3
 def caption_accuracy(references: dict, generated: dict, metrics: Sequence[str] = CAPTION_METRICS,
                      tokenizer: str = "auto") -> dict:
@@ -95,10 +119,9 @@ def caption_accuracy(references: dict, generated: dict, metrics: Sequence[str] =
         from pycocoevalcap.cider.cider import Cider
         out["CIDEr"] = 100 * float(Cider().compute_score(gts, res)[0])
     if "METEOR" in metrics:
-        from pycocoevalcap.meteor.meteor import Meteor
-        m = Meteor()
+        m = meteor_scorer()
         try: out["METEOR"] = 100 * float(m.compute_score(gts, res)[0])
-        finally: m.close() if hasattr(m, "close") else None
+        except BaseException: close_meteor_scorer(); raise        # a scorer interrupted mid-answer is never reused
     if "ROUGE-L" in metrics:
         from pycocoevalcap.rouge.rouge import Rouge
         out["ROUGE-L"] = 100 * float(Rouge().compute_score(gts, res)[0])
