@@ -25,7 +25,8 @@ from .weights import _WEIGHT_EXTS, _oc_base_arch, open_clip_weight_sources
 __all__ = ['TINY_CLIP_ARCH', 'TINY_CLIP_CONFIG', 'DTYPES', 'PRECISIONS', 'register_tiny_clip_config', 'seeded', 'as_dtype',
            'as_device', 'to_pil', 'l2_normalize', 'default_image_workers', 'torch_threads', 'ImageBatches',
            'preprocessed_batches', 'autocast_dtype', 'VisionLanguageModel', 'weights_fingerprint',
-           'memoised_text_encoder', 'prompted_text_features', 'cuts_after_eot', 'OpenClipModel', 'HFModel']
+           'memoised_text_encoder', 'prompted_text_features', 'class_token_text_features', 'eot_cut_tower',
+           'eot_cut_text_features', 'cuts_after_eot', 'OpenClipModel', 'HFModel']
 
 # %% ../../nbs/zoo/02_vlm.ipynb #71df8dcb
 TINY_CLIP_ARCH = "vlbias-tiny-clip"
@@ -295,9 +296,13 @@ def _text_tower(model: nn.Module) -> nn.Module:
         if not hasattr(model, a):
             raise TypeError(f"{type(model).__name__} has no {a!r}: prompt tokens need an open_clip CLIP with its own text "
                             "transformer (not an HF text tower, not a transformers model)")
-    if getattr(model, "text_pool_type", "argmax") not in ("argmax", "eos"):
-        raise NotImplementedError(f"text pooling {model.text_pool_type!r} is not supported with prepended tokens")
+    if _pool_type(model) not in ("argmax", "eos"):
+        raise NotImplementedError(f"text pooling {_pool_type(model)!r} is not supported with prepended tokens")
     return model
+
+def _pool_type(tower: nn.Module) -> str:
+    "How a text tower pools: a CLIP's `text_pool_type`, a `TextTransformer`'s `pool_type` (argmax: at the EOT token)."
+    return getattr(tower, "text_pool_type", getattr(tower, "pool_type", "argmax"))
 
 def prompted_text_features(model: nn.Module, tokens: torch.Tensor, prompt: torch.Tensor | None) -> torch.Tensor:
     "Unnormalised text embeddings of `tokens` `(B, L)` with `prompt` `(n, width)` prepended after the token embedding."
@@ -306,7 +311,8 @@ def prompted_text_features(model: nn.Module, tokens: torch.Tensor, prompt: torch
     n = 0 if prompt is None else prompt.shape[0]
     L = tokens.shape[1]
     if n >= L: raise ValueError(f"{n} prompt tokens do not fit a context of {L}")
-    idx = (tokens == m.text_eos_id).int().argmax(-1) if getattr(m, "text_pool_type", "argmax") == "eos" else tokens.argmax(-1)
+    eos = getattr(m, "text_eos_id", getattr(m, "eos_id", None))
+    idx = (tokens == eos).int().argmax(-1) if _pool_type(m) == "eos" else tokens.argmax(-1)
     idx = (idx + n).clamp(max=L - 1)
     mask = m.attn_mask
     # causal mask: positions after the last EOT cannot change it, so the sequence is cut there (exact, much faster)
@@ -320,11 +326,45 @@ def prompted_text_features(model: nn.Module, tokens: torch.Tensor, prompt: torch
     if tp is not None: x = tp(x) if isinstance(tp, nn.Linear) else x @ tp
     return x
 
+def class_token_text_features(tower: nn.Module, tokens: torch.Tensor) -> torch.Tensor:
+    """Unnormalised text embeddings of a CoCa text tower (a class token appended after the tokens, padding keys masked,
+    causal mask), cut one token past the batch's last non-pad token: the class token keeps its own position and sees the
+    same keys (one pad kept: open_clip's legacy mask, `correct_cls_mask=False`, lets it see the first pad)."""
+    L = tokens.shape[1]
+    used = (tokens != tower.pad_id).any(0).nonzero()
+    K = min(L, (int(used.max()) if len(used) else 0) + 2)
+    t = tokens[:, :K]
+    cast = tower.transformer.get_cast_dtype()
+    pos = tower.positional_embedding.to(cast)
+    cls = (tower.cls_emb.to(cast) + pos[L]).view(1, 1, -1).expand(len(t), 1, -1)
+    x = torch.cat([tower.token_embedding(t).to(cast) + pos[:K], cls], dim=1)
+    mask = tower.attn_mask[:K + 1, :K + 1].unsqueeze(0) + tower._build_additive_mask(t, K + 1, x.dtype)
+    x = tower.ln_final(tower.transformer(x, attn_mask=mask)[:, -1])
+    tp = tower.text_projection
+    if tp is not None: x = tp(x) if isinstance(tp, nn.Linear) else x @ tp
+    return x
+
+def eot_cut_tower(model: torch.nn.Module) -> nn.Module | None:
+    """The module whose text tower may be cut after the batch's last EOT with the same result (causal mask; pooled at
+    the EOT, or CoCa's class token: `class_token_text_features`): an open_clip CLIP itself, or the `text` tower of a
+    `CustomTextCLIP` (EVA's, CoCa's); None for the rest (HF text towers, bidirectional ones)."""
+    tower = model
+    if not hasattr(model, "token_embedding") and type(getattr(model, "text", None)).__name__ == "TextTransformer":
+        tower = model.text
+        if getattr(tower, "use_pad_mask", False) or getattr(tower, "attn_mask", None) is None: return None
+        if tower.cls_emb is not None: return tower if hasattr(tower, "_build_additive_mask") else None
+    try: _text_tower(tower)
+    except (TypeError, NotImplementedError): return None
+    return tower if getattr(tower, "attn_mask", None) is not None else None
+
+def eot_cut_text_features(tower: nn.Module, tokens: torch.Tensor) -> torch.Tensor:
+    "Unnormalised text embeddings from an `eot_cut_tower`, cut after the batch's last EOT."
+    if getattr(tower, "cls_emb", None) is not None: return class_token_text_features(tower, tokens)
+    return prompted_text_features(tower, tokens, None)
+
 def cuts_after_eot(model: torch.nn.Module) -> bool:
-    "Whether `model`'s text tower is an open_clip CLIP tower with a causal mask, pooled at the EOT: cut after the batch's last EOT."
-    try: _text_tower(model)
-    except (TypeError, NotImplementedError): return False
-    return getattr(model, "attn_mask", None) is not None
+    "Whether `model`'s text tower is cut after the batch's last EOT (`eot_cut_tower`)."
+    return eot_cut_tower(model) is not None
 
 # %% ../../nbs/zoo/02_vlm.ipynb #29e8806b
 class OpenClipModel(VisionLanguageModel):
@@ -336,10 +376,10 @@ class OpenClipModel(VisionLanguageModel):
     def tokenize(self, texts): return self.tokenizer(list(texts))
     def preprocess_batch(self, images): return torch.stack([self.transform(im) for im in images])
     def _text_forward(self, tokens):
-        "The text tower on `tokens`, cut after the batch's last EOT where that is exact (`cuts_after_eot`)."
-        if getattr(self, "_cut", None) is None: self._cut = cuts_after_eot(self.model)
+        "The text tower on `tokens`, cut after the batch's last EOT where that is exact (`eot_cut_tower`)."
+        if not hasattr(self, "_cut"): self._cut = eot_cut_tower(self.model)
         tokens = tokens.to(self.device)
-        return prompted_text_features(self.model, tokens, None) if self._cut else self.model.encode_text(tokens)
+        return eot_cut_text_features(self._cut, tokens) if self._cut is not None else self.model.encode_text(tokens)
     def _image_forward(self, pixels): return self.model.encode_image(pixels)
     @property
     def logit_scale(self) -> float:
