@@ -18,11 +18,11 @@ from .tiny import TINY_CORPUS, offline_clip_tokenizer, tiny_bpe_tokenizer
 from .vlm import HFModel, _load_open_clip
 
 # %% auto #0
-__all__ = ['REHEARSAL_INDEX', 'STANDIN_WORDS', 'LLAMA2_CHAT_TEMPLATE', 'BUILDERS', 'LOADER_BUILT', 'REHEARSAL_BUILDS',
-           'rehearsal_index', 'model_config', 'RehearsalPlan', 'rehearsal_plan', 'parameter_count', 'hf_config',
-           'hf_build', 'standin_words', 'standin_tokenizer', 'image_processor', 'diffusion_components',
-           'planned_parameter_count', 'note_built', 'build_random', 'rehearsal_records', 'rehearsing',
-           'rehearsal_debiased', 'rehearsal_availability']
+__all__ = ['REHEARSAL_INDEX', 'LLAMA2_CHAT_TEMPLATE', 'BUILDERS', 'LOADER_BUILT', 'REHEARSAL_BUILDS', 'rehearsal_index',
+           'model_config', 'RehearsalPlan', 'rehearsal_plan', 'parameter_count', 'hf_config', 'hf_build',
+           'standin_words', 'standin_tokenizer', 'image_processor', 'diffusion_components', 'planned_parameter_count',
+           'note_built', 'build_random', 'rehearsal_records', 'rehearsing', 'rehearsal_debiased',
+           'rehearsal_availability']
 
 # %% ../../nbs/zoo/10_rehearsal.ipynb #d453ab38
 REHEARSAL_INDEX = "model_configs/rehearsal.yaml"
@@ -151,14 +151,14 @@ def hf_build(cfg: dict, cls: str | None = None, **kw):
     return getattr(transformers, cls or cfg["architectures"][0])(hf_config(cfg), **kw)
 
 # %% ../../nbs/zoo/10_rehearsal.ipynb #763ad15b
-STANDIN_WORDS = "a an the of photo picture image man woman person boy girl is are and in on with doing".split()   # whole words of the stand-in
-
 @lru_cache(maxsize=None)
 def standin_words() -> tuple[str, ...]:
-    "Whole words of the stand-in tokenizers: common caption words and the project's gender word lists (LIC App. B, GenSynth Tab. 4)."
+    """Whole words of the stand-in tokenizers: common caption words (`resources/rehearsal/standin_words.txt`: the planted
+    and generated captions cut into about as many tokens as the real tokenizers cut them) and the project's gender word
+    lists (LIC App. B, GenSynth Tab. 4)."""
     from vlbias_nb.resources import read_resource_csv, read_word_list
     g = read_resource_csv("words/gensynth_gender_words.csv", comment="#")
-    words = [*STANDIN_WORDS, *read_word_list("words/lic_masculine.txt"), *read_word_list("words/lic_feminine.txt"),
+    words = [*read_word_list("rehearsal/standin_words.txt"), *read_word_list("words/lic_masculine.txt"), *read_word_list("words/lic_feminine.txt"),
              *(w for c in ("masculine", "feminine", "neutral") for x in g[c] for w in x.split()), "guy", "gal", "lady", "gentleman"]
     return tuple(dict.fromkeys(w.lower() for w in words if w.isalpha()))
 
