@@ -10,8 +10,8 @@ import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, asdict, field
+import sys
 import psutil
-import torch
 from .paths import STAGE_LOG_ENV, record_stage
 
 # %% auto #0
@@ -56,7 +56,8 @@ def timed_stage(stage: str,             # one of `STAGES`
     and appends it to the run's stage log (`$VLBIAS_STAGE_LOG`, set by the runner; issue 23's per-stage timing)."""
     if stage not in STAGES: raise ValueError(f"stage {stage!r}: must be one of {STAGES}")
     if items is not None and int(items) < 0: raise ValueError(f"stage {stage!r}: items must be ≥ 0, got {items!r}")
-    cuda = torch.cuda.is_available()
+    torch = sys.modules.get("torch")      # only a process that has loaded torch can have CUDA memory to measure (the CLI need not load it)
+    cuda = torch is not None and torch.cuda.is_available()
     if cuda: torch.cuda.synchronize(); torch.cuda.reset_peak_memory_stats()
     rec = StageRecord(stage, what, None if items is None else int(items), device="cuda" if cuda else "cpu")
     pm, t0 = PeakMemory(interval).start(), time.perf_counter()
