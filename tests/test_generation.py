@@ -86,9 +86,10 @@ def test_rerun_skips_done_items_but_regenerates_on_other_parameters(tmp_path):
 # --- several processes -----------------------------------------------------------------------------------------------
 
 WRITER = textwrap.dedent("""
-    import sys
+    import sys, time
     from vlbias_nb.methods.generation import GenerationManifest
-    path, shard, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    path, shard, n, start = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+    time.sleep(max(0.0, start - time.time()))   # every writer opens the new manifest at the same moment (its WAL switch races)
     m = GenerationManifest(path, timeout=60)
     for i in range(n):   # one transaction per row: as many lock hand-overs as possible
         m.record([dict(key=f"s{shard}_{i:04d}", shard=shard, seed=i, params="{}", inputs="{}", output=f"images/{i}.png",
@@ -97,8 +98,9 @@ WRITER = textwrap.dedent("""
 """)
 
 def test_manifest_takes_concurrent_writers(tmp_path):
-    "Three processes writing 150 rows each into one manifest at once: every row arrives, none twice."
-    ps = [subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path / "manifest.sqlite"), str(s), "150"],
+    "Three processes opening one new manifest at the same moment and writing 150 rows each: every row arrives, none twice."
+    start = str(time.time() + 5)          # after every writer has imported the package
+    ps = [subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path / "manifest.sqlite"), str(s), "150", start],
                            stderr=subprocess.PIPE) for s in range(3)]
     for p in ps: assert p.wait(timeout=300) == 0, p.stderr.read().decode()[-2000:]
     m = GenerationManifest(tmp_path / "manifest.sqlite").to_frame()

@@ -61,11 +61,23 @@ class GenerationManifest:
                                        f"is lost. Move it aside (mv {self.path} {self.path}.damaged) and run again: every "
                                        f"image of this folder is then made again.")
         with self._con() as c:
-            c.execute("PRAGMA journal_mode=WAL")
+            self._wal(c)
             c.execute("CREATE TABLE IF NOT EXISTS items (key TEXT PRIMARY KEY, shard INTEGER, seed INTEGER, params TEXT, "
                       "inputs TEXT, output TEXT, sha256 TEXT, black INTEGER, size INTEGER)")
             if "size" not in {r[1] for r in c.execute("PRAGMA table_info(items)")}:
                 c.execute("ALTER TABLE items ADD COLUMN size INTEGER")        # a manifest of an older version
+    def _wal(self, c):
+        """Put the file in WAL mode. Processes opening a new manifest at the same moment all ask for it, and SQLite answers
+        'database is locked' at once, without waiting, to all but one: asked again until `timeout`."""
+        import time
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                if c.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal": c.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e) or time.monotonic() > deadline: raise
+                time.sleep(0.02)
     def _error(self, e: sqlite3.Error) -> Exception:
         "`e` as the error to show: a damaged file, a full disk, a read-only folder, each naming the manifest."
         import errno
