@@ -4,7 +4,7 @@
 
 # %% ../../nbs/methods/05_generation.ipynb #e25388a7
 from __future__ import annotations
-import contextlib, hashlib, json, os, re, sqlite3
+import contextlib, hashlib, json, os, re, sqlite3, time
 from pathlib import Path
 from typing import Callable, Sequence
 import numpy as np
@@ -69,7 +69,6 @@ class GenerationManifest:
     def _wal(self, c):
         """Put the file in WAL mode. Processes opening a new manifest at the same moment all ask for it, and SQLite answers
         'database is locked' at once, without waiting, to all but one: asked again until `timeout`."""
-        import time
         deadline = time.monotonic() + self.timeout
         while True:
             try:

@@ -304,6 +304,11 @@ def _pool_type(tower: nn.Module) -> str:
     "How a text tower pools: a CLIP's `text_pool_type`, a `TextTransformer`'s `pool_type` (argmax: at the EOT token)."
     return getattr(tower, "text_pool_type", getattr(tower, "pool_type", "argmax"))
 
+def _project(tower: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    "Pooled text states `x` through the tower's `text_projection` (a Linear, a matrix, or none)."
+    tp = tower.text_projection
+    return x if tp is None else tp(x) if isinstance(tp, nn.Linear) else x @ tp
+
 def prompted_text_features(model: nn.Module, tokens: torch.Tensor, prompt: torch.Tensor | None) -> torch.Tensor:
     "Unnormalised text embeddings of `tokens` `(B, L)` with `prompt` `(n, width)` prepended after the token embedding."
     m = _text_tower(model)
@@ -322,9 +327,7 @@ def prompted_text_features(model: nn.Module, tokens: torch.Tensor, prompt: torch
     if n: x = torch.cat([prompt.to(cast)[None].expand(len(x), -1, -1), x], dim=1)
     x = m.ln_final(m.transformer(x, attn_mask=None if mask is None else mask[:Lu, :Lu]))
     x = x[torch.arange(len(x), device=x.device), idx]
-    tp = m.text_projection
-    if tp is not None: x = tp(x) if isinstance(tp, nn.Linear) else x @ tp
-    return x
+    return _project(m, x)
 
 def class_token_text_features(tower: nn.Module, tokens: torch.Tensor) -> torch.Tensor:
     """Unnormalised text embeddings of a CoCa text tower (a class token appended after the tokens, padding keys masked,
@@ -339,23 +342,18 @@ def class_token_text_features(tower: nn.Module, tokens: torch.Tensor) -> torch.T
     cls = (tower.cls_emb.to(cast) + pos[L]).view(1, 1, -1).expand(len(t), 1, -1)
     x = torch.cat([tower.token_embedding(t).to(cast) + pos[:K], cls], dim=1)
     mask = tower.attn_mask[:K + 1, :K + 1].unsqueeze(0) + tower._build_additive_mask(t, K + 1, x.dtype)
-    x = tower.ln_final(tower.transformer(x, attn_mask=mask)[:, -1])
-    tp = tower.text_projection
-    if tp is not None: x = tp(x) if isinstance(tp, nn.Linear) else x @ tp
-    return x
+    return _project(tower, tower.ln_final(tower.transformer(x, attn_mask=mask)[:, -1]))
 
 def eot_cut_tower(model: torch.nn.Module) -> nn.Module | None:
     """The module whose text tower may be cut after the batch's last EOT with the same result (causal mask; pooled at
     the EOT, or CoCa's class token: `class_token_text_features`): an open_clip CLIP itself, or the `text` tower of a
     `CustomTextCLIP` (EVA's, CoCa's); None for the rest (HF text towers, bidirectional ones)."""
-    tower = model
-    if not hasattr(model, "token_embedding") and type(getattr(model, "text", None)).__name__ == "TextTransformer":
-        tower = model.text
-        if getattr(tower, "use_pad_mask", False) or getattr(tower, "attn_mask", None) is None: return None
-        if tower.cls_emb is not None: return tower if hasattr(tower, "_build_additive_mask") else None
-    try: _text_tower(tower)
+    custom = not hasattr(model, "token_embedding") and type(getattr(model, "text", None)).__name__ == "TextTransformer"
+    tower = model.text if custom else model
+    if getattr(tower, "attn_mask", None) is None or getattr(tower, "use_pad_mask", False): return None
+    if getattr(tower, "cls_emb", None) is not None: return tower if hasattr(tower, "_build_additive_mask") else None
+    try: return _text_tower(tower)
     except (TypeError, NotImplementedError): return None
-    return tower if getattr(tower, "attn_mask", None) is not None else None
 
 def eot_cut_text_features(tower: nn.Module, tokens: torch.Tensor) -> torch.Tensor:
     "Unnormalised text embeddings from an `eot_cut_tower`, cut after the batch's last EOT."
@@ -377,9 +375,8 @@ class OpenClipModel(VisionLanguageModel):
     def preprocess_batch(self, images): return torch.stack([self.transform(im) for im in images])
     def _text_forward(self, tokens):
         "The text tower on `tokens`, cut after the batch's last EOT where that is exact (`eot_cut_tower`)."
-        if not hasattr(self, "_cut"): self._cut = eot_cut_tower(self.model)
-        tokens = tokens.to(self.device)
-        return eot_cut_text_features(self._cut, tokens) if self._cut is not None else self.model.encode_text(tokens)
+        tokens, tower = tokens.to(self.device), eot_cut_tower(self.model)
+        return eot_cut_text_features(tower, tokens) if tower is not None else self.model.encode_text(tokens)
     def _image_forward(self, pixels): return self.model.encode_image(pixels)
     @property
     def logit_scale(self) -> float:
