@@ -247,10 +247,22 @@ class _Batches:
     @property
     def n_faces(self) -> int: return len(self.codes)
 
+    def _draw(self) -> torch.Tensor: return torch.randint(0, self.n_faces, (min(self.c.batch_size, self.n_faces),), generator=self.g)
+
     def faces(self):
         "(unit image features, attribute codes) of a random face batch."
-        i = torch.randint(0, self.n_faces, (min(self.c.batch_size, self.n_faces),), generator=self.g)
+        i = self._draw()
         return (self.face_feat[i] if self.face_feat is not None else self.setup.image_features(self.face_pixels[i])), self.codes[i]
+
+    def fixed_faces(self, n: int) -> list:
+        """`n` random face batches, drawn as `n` calls of `faces` draw them, for steps that leave the model unchanged (the
+        adversary's): from pixels, each distinct face among them is embedded once, without gradient, not once per batch."""
+        idx = [self._draw() for _ in range(n)]
+        if self.face_feat is not None or not idx: return [(self.face_feat[i], self.codes[i]) for i in idx]
+        u, inv = torch.unique(torch.cat(idx), return_inverse=True)
+        with torch.no_grad():
+            f = torch.cat([self.setup.image_features(self.face_pixels[u[s:s + self.c.batch_size]]) for s in range(0, len(u), self.c.batch_size)])
+        return [(f[j], self.codes[i]) for i, j in zip(idx, inv.split([len(i) for i in idx]))]
 
     def itc(self):
         "(unit image features, caption tokens, captions) of a random ITC batch, or None without ITC."
@@ -310,8 +322,12 @@ def _warm_up(setup, adversary, opt_adv, batches: _Batches, c, progress: bool) ->
     "`adv_warmup_epochs` epochs of adversary-only batches: their history rows (none without the adversarial term)."
     n = max(1, math.ceil(batches.n_faces / c.batch_size)) * c.adv_warmup_epochs if c.adv_lambda > 0 else 0
     tf = setup.fixed_text_features() if n else None          # the model does not change during the warm-up
-    return [{"phase": "warmup", "model_step": 0, "adv_loss": adversary_step(setup, adversary, opt_adv, *batches.faces(), tf)}
-            for _ in tqdm(range(n), desc="adversary warm-up", disable=not progress, leave=False)]
+    hist, block = [], max(1, c.alternate_batches)             # faces drawn (and embedded) a block at a time
+    with tqdm(total=n, desc="adversary warm-up", disable=not progress, leave=False) as bar:
+        for s in range(0, n, block):
+            for fi, ci in batches.fixed_faces(min(block, n - s)):
+                hist.append({"phase": "warmup", "model_step": 0, "adv_loss": adversary_step(setup, adversary, opt_adv, fi, ci, tf)}); bar.update(1)
+    return hist
 
 def _alternate(setup, adversary, opt_adv, opt_model, batches: _Batches, sel: _Selection, c, progress: bool) -> tuple[list, int, bool]:
     "Alternating adversary and model batches until `n_model_steps` or an early stop: (history rows, last step, stopped)."
@@ -319,8 +335,8 @@ def _alternate(setup, adversary, opt_adv, opt_model, batches: _Batches, sel: _Se
     bar = tqdm(total=c.n_model_steps, desc="debiasing", disable=not progress, leave=False)
     while step < c.n_model_steps and not stopped:
         tf = setup.fixed_text_features() if c.adv_lambda > 0 and c.alternate_batches else None   # fixed over the adversary's block
-        for _ in range(c.alternate_batches if c.adv_lambda > 0 else 0):
-            hist.append({"phase": "adversary", "model_step": step, "adv_loss": adversary_step(setup, adversary, opt_adv, *batches.faces(), tf)})
+        for fi, ci in batches.fixed_faces(c.alternate_batches if c.adv_lambda > 0 else 0):
+            hist.append({"phase": "adversary", "model_step": step, "adv_loss": adversary_step(setup, adversary, opt_adv, fi, ci, tf)})
         for _ in range(c.alternate_batches):
             if step >= c.n_model_steps: break
             r = model_step(setup, adversary, opt_model, *batches.faces(), batches.itc(), c.itc_lambda, c.objective, c.adv_lambda)
