@@ -25,7 +25,7 @@ __all__ = ['OUTPUT_KINDS', 'COMPARABILITY_REASONS', 'FOLD_MARKER', 'ITEM_COLUMNS
            'published_ledgers', 'item_status', 'ledger_by_item', 'ledger_summary', 'summary_columns',
            'summary_markdown', 'plot_item_status', 'reproduced_rows', 'plot_paper_vs_ours', 'display_status',
            'status_rank', 'scroll_box', 'grouped_ledger_tables', 'item_table_html', 'show_ledger_overview',
-           'show_paper_ledger', 'library_versions', 'git_state', 'device_record', 'environment_record']
+           'show_paper_ledger', 'library_versions', 'git_state', 'cpu_record', 'device_record', 'environment_record']
 
 # %% ../nbs/18_report.ipynb #d0696b0e
 OUTPUT_KINDS = {
@@ -899,14 +899,24 @@ def git_state(root=None,         # the checkout (default: the project's)
         return head.stdout.strip(), bool(st.stdout.strip()) if st.returncode == 0 else None
     except (OSError, subprocess.SubprocessError): return None, None
 
+def cpu_record() -> dict:
+    """The CPU: its model (Linux's /proc/cpuinfo, else `platform.processor()`) and the instruction set torch's kernels use
+    here. CPU float results can differ in their last digits between CPUs (the math libraries pick kernels per CPU), so a
+    run names the CPU it ran on."""
+    import platform, torch
+    try: model = next((l.split(":", 1)[1].strip() for l in Path("/proc/cpuinfo").read_text().splitlines() if l.startswith("model name")), None)
+    except OSError: model = None
+    return {"model": model or platform.processor() or None, "instruction_set": torch.backends.cpu.get_cpu_capability(),
+            "machine": platform.machine()}
+
 def device_record(requested: str | None = None, # the device asked for (None or "auto": CUDA when there is one)
                  ) -> dict:
-    "The device a run asked for and what torch gives it here (GPU name and count when there is one)."
+    "The device a run asked for and what torch gives it here (GPU name and count when there is one; the CPU, `cpu_record`)."
     import torch
     cuda = torch.cuda.is_available()
     used = ("cuda" if cuda else "cpu") if requested in (None, "auto") else requested
     return {"requested": requested, "used": used, "cuda_available": cuda,
-            "gpu": torch.cuda.get_device_name(0) if cuda else None, "gpus": torch.cuda.device_count() if cuda else 0}
+            "gpu": torch.cuda.get_device_name(0) if cuda else None, "gpus": torch.cuda.device_count() if cuda else 0, "cpu": cpu_record()}
 
 def environment_record(device: str | None = None, # the device asked for
                        pathspec: tuple = (),      # passed to `git_state`
