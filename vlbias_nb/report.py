@@ -900,7 +900,7 @@ def git_state(root=None,         # the checkout (default: the project's)
     except (OSError, subprocess.SubprocessError): return None, None
 
 def cpu_record() -> dict:
-    """The CPU: its model (Linux's /proc/cpuinfo, else `platform.processor()`) and the instruction set torch's kernels use
+    """The CPU: its model (from Linux's cpuinfo file, else `platform.processor()`) and the instruction set torch's kernels use
     here. CPU float results can differ in their last digits between CPUs (the math libraries pick kernels per CPU), so a
     run names the CPU it ran on."""
     import platform, torch
