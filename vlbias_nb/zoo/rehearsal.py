@@ -153,9 +153,9 @@ def hf_build(cfg: dict, cls: str | None = None, **kw):
 # %% ../../nbs/zoo/10_rehearsal.ipynb #763ad15b
 @lru_cache(maxsize=None)
 def standin_words() -> tuple[str, ...]:
-    """Whole words of the stand-in tokenizers: common caption words (`resources/rehearsal/standin_words.txt`: the planted
-    and generated captions cut into about as many tokens as the real tokenizers cut them) and the project's gender word
-    lists (LIC App. B, GenSynth Tab. 4)."""
+    """Whole words of the stand-in tokenizers: common caption words and GAB's activity words (`resources/rehearsal/
+    standin_words.txt`: planted, generated and GAB captions cut into about as many tokens as the real tokenizers cut
+    them) and the project's gender word lists (LIC App. B, GenSynth Tab. 4)."""
     from vlbias_nb.resources import read_resource_csv, read_word_list
     g = read_resource_csv("words/gensynth_gender_words.csv", comment="#")
     words = [*read_word_list("rehearsal/standin_words.txt"), *read_word_list("words/lic_masculine.txt"), *read_word_list("words/lic_feminine.txt"),
