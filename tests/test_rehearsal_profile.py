@@ -49,6 +49,7 @@ def test_every_input_of_the_rehearsal_is_here(tmp_path, monkeypatch):
     assert env["VLBIAS_WEIGHTS"] == "random" and (tmp_path / "data" / "n2-coco2017_12-fairface_8-gab_1-seed0" / ".vlbias-rehearsal-data").is_file()
     assert profile_environment("smoke", 0) == {} and profile_environment("full", 0) == {}
 
+@pytest.mark.rehearsal
 def test_a_rehearsal_run_end_to_end_is_labelled_and_recorded(tmp_path):
     env = {"VLBIAS_REHEARSAL_DATA": str(tmp_path / "data")}
     r = subprocess.run(CLI + ["run", "coco_gender_labels", "--profile", "rehearsal", "--out", str(tmp_path / "runs")],
@@ -104,6 +105,7 @@ def test_every_analysis_is_rehearsed_in_ci():
     "All analysis notebooks: coco_gender_labels in its own test above, every other one in the test below."
     assert set(REHEARSED) | {"coco_gender_labels"} == set(analysis_notebooks()) and len(REHEARSED) == len(analysis_notebooks()) - 1
 
+@pytest.mark.rehearsal
 @pytest.mark.parametrize("name", REHEARSED)
 def test_every_analysis_runs_end_to_end_in_the_rehearsal(name, tmp_path):
     """`vlbias run NAME --profile rehearsal` on a 2-core CPU: the full profile's code path (real architectures at random
@@ -123,3 +125,24 @@ def test_every_analysis_runs_end_to_end_in_the_rehearsal(name, tmp_path):
     assert sum(s["seconds"] for s in rec["stage_summary"]) > 0
     ledger = pd.read_csv(d / "tables" / "ledger.csv")
     assert len(ledger) and "reproduced" not in set(ledger.status)                      # a rehearsal reproduces nothing
+
+def _runs_the_rehearsal(fn) -> bool:
+    "Whether a test function's body holds the argument pair `\"--profile\", \"rehearsal\"` (a `vlbias` run of the rehearsal)."
+    import ast
+    consts = [n.value for n in ast.walk(fn) if isinstance(n, ast.Constant)]
+    return any(a == "--profile" and b == "rehearsal" for a, b in zip(consts, consts[1:]))
+
+def test_the_rehearsal_marker_selects_exactly_the_rehearsal_runs():
+    """`pytest -m rehearsal` / `-m "not rehearsal"` split the suite in two (pyproject.toml): every test that runs the
+    rehearsal profile end to end carries the marker, and no other test does."""
+    import ast
+    from pathlib import Path
+    marked, runs = set(), set()
+    for f in sorted(Path(__file__).parent.glob("test_*.py")):
+        for fn in ast.parse(f.read_text()).body:
+            if not isinstance(fn, ast.FunctionDef) or not fn.name.startswith("test_"): continue
+            if any(ast.unparse(d).startswith("pytest.mark.rehearsal") for d in fn.decorator_list): marked.add(f"{f.name}::{fn.name}")
+            if _runs_the_rehearsal(fn): runs.add(f"{f.name}::{fn.name}")
+    assert runs == {"test_rehearsal_profile.py::test_a_rehearsal_run_end_to_end_is_labelled_and_recorded",
+                    "test_rehearsal_profile.py::test_every_analysis_runs_end_to_end_in_the_rehearsal"}, runs
+    assert marked == runs, (marked, runs)
