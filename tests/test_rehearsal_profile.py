@@ -93,10 +93,10 @@ def test_bench_full_stage_embed_prints_its_figure():
 
 # The order the rehearsal runs are dealt to the two xdist workers (conftest.LONGEST_FIRST deals them alternately: the
 # 1st, 3rd, ... to one worker, the 2nd, 4th, ... to the other). gab, the longest, and prompt_array start at once;
-# social_counterfactuals, the second longest, follows gab on gab's worker: those two are the largest memory peaks
-# (~9 and ~15 GB) and side by side pass the machine's 24 GB (seen: the kernel is killed). Fresh-clone times in stop 53
-# (minutes): gab 5.9, social_counterfactuals 4.6, prompt_array 3.5, gensynth_editing 2.1, coco_spurious_clusters 1.9,
-# lic 1.0, tfidf_table1 0.5. A notebook not listed goes last.
+# social_counterfactuals, the second longest, follows gab on gab's worker: those two are the largest memory peaks (~10
+# and ~17 GB, run.json peak_rss_mb) and side by side pass the machine's 24 GB (seen: the kernel is killed). Fresh-
+# clone times in stop 53 (minutes): gab 5.9, social_counterfactuals 4.6, prompt_array 3.5, gensynth_editing 2.1,
+# coco_spurious_clusters 1.9, lic 1.0, tfidf_table1 0.5. A notebook not listed goes last.
 DEAL_ORDER = ["gab", "prompt_array", "social_counterfactuals", "coco_spurious_clusters", "gensynth_editing", "lic", "tfidf_table1"]
 REHEARSED = sorted((n for n in analysis_notebooks() if n != "coco_gender_labels"),
                    key=lambda n: DEAL_ORDER.index(n) if n in DEAL_ORDER else len(DEAL_ORDER))
@@ -143,6 +143,6 @@ def test_the_rehearsal_marker_selects_exactly_the_rehearsal_runs():
             if not isinstance(fn, ast.FunctionDef) or not fn.name.startswith("test_"): continue
             if any(ast.unparse(d).startswith("pytest.mark.rehearsal") for d in fn.decorator_list): marked.add(f"{f.name}::{fn.name}")
             if _runs_the_rehearsal(fn): runs.add(f"{f.name}::{fn.name}")
-    assert runs == {"test_rehearsal_profile.py::test_a_rehearsal_run_end_to_end_is_labelled_and_recorded",
-                    "test_rehearsal_profile.py::test_every_analysis_runs_end_to_end_in_the_rehearsal"}, runs
+    assert {"test_rehearsal_profile.py::test_a_rehearsal_run_end_to_end_is_labelled_and_recorded",      # the reading finds
+            "test_rehearsal_profile.py::test_every_analysis_runs_end_to_end_in_the_rehearsal"} <= runs, runs   # the known runs
     assert marked == runs, (marked, runs)
